@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs everything the project needs, idempotently: Debian packages, a
+# virtualenv with the Python dependencies, and the JVM linearizability engine.
+# A second call with nothing changed takes about a second.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+venv="$root/.venv"
+stamp_dir="$venv/.stamps"
+
+say() { printf '[setup] %s\n' "$*"; }
+
+# --- Debian packages -------------------------------------------------------
+# One place for the list: every package a test or a run needs on this machine.
+APT_PACKAGES=(
+  openssh-server openssh-client iptables iproute2 procps psmisc
+  openjdk-17-jdk-headless
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "[setup] missing Debian packages: ${missing[*]}; run this script as root" >&2
+    exit 1
+  fi
+  say "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- virtualenv and Python dependencies ------------------------------------
+python=${PYTHON:-python3}
+if [ ! -x "$venv/bin/python" ]; then
+  say "creating virtualenv in .venv"
+  "$python" -m venv "$venv"
+fi
+mkdir -p "$stamp_dir"
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+have=$(cat "$stamp_dir/pip" 2>/dev/null || true)
+if [ "$want" != "$have" ]; then
+  say "installing Python dependencies (first time takes a few minutes: pyspark)"
+  "$venv/bin/pip" install -q --upgrade pip >/dev/null
+  "$venv/bin/pip" install -q -e ".[test]"
+  echo "$want" > "$stamp_dir/pip"
+fi
+
+# --- the JVM linearizability engine ------------------------------------------
+bash "$root/scripts/build-engine.sh"
+
+say "ready: $venv"
