@@ -12,13 +12,16 @@ import click
 
 COMMAND_MODULES = [
     "harness.commands.cluster",
+    "harness.commands.faults",
+    "harness.commands.run",
+    "harness.commands.lin",
 ]
 
 
 class UserError(click.ClickException):
-    """An error caused by the user's input: printed as one line, exit code 2."""
+    """An error caused by the user's input: printed as one line, exit code 3."""
 
-    exit_code = 2
+    exit_code = 3
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,6 +38,22 @@ for _module in COMMAND_MODULES:
     importlib.import_module(_module).register(cli)
 
 
+EXIT_ERROR = 3  # bad input or an error before a verdict; 0/1/2 are verdicts
+EXIT_INTERRUPTED = 130
+
+
 def main() -> None:
-    """Entry point of the console script."""
-    sys.exit(cli(standalone_mode=True))
+    """Entry point of the console script.
+
+    Exit codes: 0 valid, 1 invalid, 2 unknown (as Jepsen), 3 bad input or an
+    error that prevented a verdict, 130 interrupted. Errors print one line.
+    """
+    try:
+        result = cli.main(standalone_mode=False)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_ERROR)
+    sys.exit(result if isinstance(result, int) else 0)

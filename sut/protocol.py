@@ -5,8 +5,12 @@ In the spirit of RocketMQ's remoting command. A frame is
     total_length  u32 big-endian   (bytes after this field)
     header_length u32 big-endian
     header        JSON object: {"code": int, "opaque": int, "flags": int,
-                                "fields": {str: scalar}}
+                                "fields": {str: JSON value}}
     body          the remaining bytes (may be empty)
+
+`flags` bit 0 marks a response, bit 1 a one-way request (no response). A
+frame larger than the receiver's maximum (MAX_FRAME_BYTES by default) is
+refused before its payload is read.
 
 The header is JSON (as RocketMQ's default serializer) so that frames are easy
 to read in a packet capture; the body carries message payloads unchanged.
@@ -38,6 +42,8 @@ FLAG_ONEWAY = 0x2
 class RequestCode(enum.IntEnum):
     """Every request the SUT understands. Add new codes here, nowhere else."""
 
+    # every process: {role, name, ready, ...role-specific fields}
+    PROCESS_STATUS = 1
     # broker data plane
     SEND_MESSAGE = 10
     SEND_BATCH = 11
@@ -47,6 +53,7 @@ class RequestCode(enum.IntEnum):
     COMMIT_CONSUMER_OFFSET = 15
     QUERY_CONSUMER_OFFSET = 16
     BROKER_STATUS = 17
+    CREATE_TOPIC = 18
     # nameserver
     REGISTER_BROKER = 100
     UNREGISTER_BROKER = 101
@@ -62,6 +69,8 @@ class RequestCode(enum.IntEnum):
     RAFT_APPEND = 301
     RAFT_HEARTBEAT = 302
     RAFT_STATUS = 303
+    RAFT_PROPOSE = 304      # client append of one entry to the Raft log
+    RAFT_READ_LOG = 305     # read committed entries (tests, log-matching checks)
     # linearizable key-value state machine on Raft
     KV_READ = 320
     KV_WRITE = 321
@@ -144,7 +153,25 @@ class RpcConnectionError(RpcError):
         self.sent = sent
 
 
+class BadRequest(ValueError):
+    """A well-framed request with missing or wrong fields: answered with BAD_REQUEST."""
+
+
 Scalar = str | int | float | bool | None
+
+_MISSING: Any = object()
+
+
+def get_field(cmd: "Command", name: str, kind: type, default: Any = _MISSING) -> Any:
+    """A header field of the given type (bool is not an int); BadRequest if wrong or missing."""
+    value = cmd.fields.get(name, _MISSING)
+    if value is _MISSING or value is None:
+        if default is _MISSING:
+            raise BadRequest(f"missing field '{name}'")
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise BadRequest(f"field '{name}' must be {kind.__name__}, got {type(value).__name__}")
+    return value
 
 
 @dataclass
@@ -167,11 +194,15 @@ class Command:
         return Command(int(code), fields or {}, body, self.opaque, FLAG_RESPONSE)
 
 
+# Built once: json.dumps with non-default arguments builds a new encoder per call.
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_JSON_DECODER = json.JSONDecoder()
+
+
 def encode(cmd: Command) -> bytes:
     """Serialize a command into one frame."""
-    header = json.dumps(
+    header = _JSON_ENCODER.encode(
         {"code": int(cmd.code), "opaque": cmd.opaque, "flags": cmd.flags, "fields": cmd.fields},
-        separators=(",", ":"),
     ).encode()
     total = _LEN.size + len(header) + len(cmd.body)
     return b"".join((_LEN.pack(total), _LEN.pack(len(header)), header, cmd.body))
@@ -186,9 +217,9 @@ def decode_payload(payload: bytes) -> Command:
         raise ProtocolError(f"header length {header_len} exceeds frame size {len(payload)}")
     raw = payload[_LEN.size:_LEN.size + header_len]
     try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"header is not JSON: {exc}") from None
+        header = _JSON_DECODER.decode(raw.decode())
+    except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, absurd nesting
+        raise ProtocolError(f"header is not JSON: {str(exc)[:200]}") from None
     if not isinstance(header, dict):
         raise ProtocolError("header is not a JSON object")
     code, opaque, flags = header.get("code"), header.get("opaque"), header.get("flags", 0)
@@ -218,6 +249,42 @@ async def read_command(reader: asyncio.StreamReader, max_frame: int = MAX_FRAME_
     return decode_payload(payload)
 
 
+class FrameDecoder:
+    """Cuts frames out of bytes that arrive in arbitrary pieces."""
+
+    def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
+        self.max_frame = max_frame
+        self._buf = bytearray()
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an incomplete frame held back (non-zero at EOF means truncated)."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> tuple[list[Command], ProtocolError | None]:
+        """Every complete frame so far, and the error that stopped decoding, if any."""
+        buf = self._buf
+        buf += data
+        commands: list[Command] = []
+        pos, end = 0, len(buf)
+        try:
+            while end - pos >= _LEN.size:
+                (total,) = _LEN.unpack_from(buf, pos)
+                if total > self.max_frame:
+                    raise ProtocolError(f"frame of {total} bytes exceeds the maximum of {self.max_frame}")
+                if end - pos - _LEN.size < total:
+                    break
+                start = pos + _LEN.size
+                commands.append(decode_payload(bytes(buf[start:start + total])))
+                pos = start + total
+        except ProtocolError as exc:
+            buf.clear()
+            return commands, exc
+        if pos:
+            del buf[:pos]
+        return commands, None
+
+
 Handler = Callable[[Command, "Connection"], Awaitable[Command | None]]
 
 
@@ -226,30 +293,105 @@ class Connection:
 
     _ids = itertools.count(1)
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
         self.id = next(self._ids)
-        peer = writer.get_extra_info("peername")
+        peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.closed = asyncio.Event()
+        self._paused = False
+        self._drain_waiters: list[asyncio.Future] = []
 
     async def send(self, cmd: Command) -> None:
-        if self.writer.is_closing():
+        """Write a frame; waits while the peer is not reading (flow control)."""
+        if self.transport.is_closing():
             return
-        self.writer.write(encode(cmd))
-        await self.writer.drain()
+        self.transport.write(encode(cmd))
+        if self._paused:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
 
     def close(self) -> None:
-        self.writer.close()
+        self.transport.close()
         self.closed.set()
+
+    def _set_paused(self, paused: bool, error: Exception | None = None) -> None:
+        self._paused = paused
+        if not paused:
+            waiters, self._drain_waiters = self._drain_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    if error is None:
+                        waiter.set_result(None)
+                    else:
+                        waiter.set_exception(error)
+
+
+class _ServerProtocol(asyncio.Protocol):
+    """Per-connection frame handling for RpcServer (a Protocol: no reader task per connection)."""
+
+    def __init__(self, server: "RpcServer") -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.max_frame)
+        self.conn: Connection | None = None
+        self.tasks: set[asyncio.Task] = set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.conn = Connection(transport)  # type: ignore[arg-type]
+        self.server._connections.add(self.conn)
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        if conn is None or conn.closed.is_set():
+            return
+        commands, error = self.decoder.feed(data)
+        for cmd in commands:
+            if cmd.is_response:
+                error = ProtocolError(f"response frame (opaque {cmd.opaque}) sent to a server")
+                break
+            task = asyncio.create_task(self.server._dispatch(cmd, conn))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        if error is not None:
+            self.server.log.error("malformed frame from %s: %s; closing that connection", conn.peer, error)
+            conn.close()
+
+    def eof_received(self) -> bool:
+        if self.conn is not None and self.decoder.pending:
+            self.server.log.error("truncated frame from %s: connection closed with %d bytes of an "
+                                  "incomplete frame", self.conn.peer, self.decoder.pending)
+        return False
+
+    def pause_writing(self) -> None:
+        if self.conn is not None:
+            self.conn._set_paused(True)
+
+    def resume_writing(self) -> None:
+        if self.conn is not None:
+            self.conn._set_paused(False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        for task in self.tasks:
+            task.cancel()
+        conn.closed.set()
+        conn._set_paused(False, ConnectionResetError(f"connection to {conn.peer} lost"))
+        self.server._connections.discard(conn)
+        if self.server.on_close is not None:
+            self.server.on_close(conn)
 
 
 class RpcServer:
     """An asyncio TCP server that dispatches each request to a handler.
 
     Requests on one connection are handled concurrently (a slow append waiting
-    for replication does not block a heartbeat behind it). A malformed frame
-    closes that connection only, with a logged error.
+    for replication does not block a heartbeat behind it). A malformed,
+    oversized or truncated frame closes that connection only, with a logged
+    error; BadRequest from a handler becomes a BAD_REQUEST response and any
+    other handler exception a SYSTEM_ERROR response (logged).
     """
 
     def __init__(self, host: str, port: int, handler: Handler, log: logging.Logger,
@@ -262,7 +404,8 @@ class RpcServer:
         self._connections: set[Connection] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _ServerProtocol(self), self.host, self.port)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -272,43 +415,82 @@ class RpcServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer)
-        self._connections.add(conn)
-        tasks: set[asyncio.Task] = set()
-        try:
-            while True:
-                cmd = await read_command(reader, self.max_frame)
-                if cmd is None:
-                    break
-                task = asyncio.create_task(self._dispatch(cmd, conn))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-        except ProtocolError as exc:
-            self.log.error("malformed frame from %s: %s; closing that connection", conn.peer, exc)
-        except (ConnectionError, OSError):
-            pass
-        except asyncio.CancelledError:
-            pass  # server shutting down; end this connection quietly
-        finally:
-            for task in tasks:
-                task.cancel()
-            self._connections.discard(conn)
-            conn.close()
-            if self.on_close is not None:
-                self.on_close(conn)
-
     async def _dispatch(self, cmd: Command, conn: Connection) -> None:
         try:
             response = await self.handler(cmd, conn)
+        except BadRequest as exc:
+            response = cmd.reply(ResponseCode.BAD_REQUEST, {"error": str(exc)})
         except Exception:  # a handler bug must not kill the server
             self.log.exception("handler failed for request code %s", cmd.code)
             response = cmd.reply(ResponseCode.SYSTEM_ERROR, {"error": "internal error"})
-        if response is not None and not cmd.flags & FLAG_ONEWAY:
-            try:
-                await conn.send(response)
-            except (ConnectionError, OSError):
-                pass
+        if response is not None and not cmd.flags & FLAG_ONEWAY and not conn.transport.is_closing():
+            conn.transport.write(encode(response))
+
+
+class _ClientProtocol(asyncio.Protocol):
+    """One client connection: responses resolve pending calls straight from data_received."""
+
+    def __init__(self, client: "RpcClient") -> None:
+        self.client = client
+        self.decoder = FrameDecoder(client.max_frame)
+        self.transport: asyncio.Transport | None = None
+        self.pending: dict[int, asyncio.Future] = {}
+        self.lost = False
+        self._paused = False
+        self._drain_waiters: list[asyncio.Future] = []
+
+    @property
+    def usable(self) -> bool:
+        return not self.lost and self.transport is not None and not self.transport.is_closing()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        commands, error = self.decoder.feed(data)
+        for cmd in commands:
+            if cmd.is_response:
+                future = self.pending.pop(cmd.opaque, None)
+                if future is not None and not future.done():
+                    future.set_result(cmd)
+            elif self.client.on_push is not None:
+                self.client.on_push(cmd)
+        if error is not None and self.transport is not None:
+            self._fail(f"{self.client.address}: {error}")
+            self.transport.close()
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def drain(self) -> None:
+        if self._paused and not self.lost:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = str(exc) if exc else "connection closed"
+        if self.decoder.pending and exc is None:
+            reason = "connection closed inside a frame"
+        self._fail(f"{self.client.address}: {reason}")
+
+    def _fail(self, reason: str) -> None:
+        self.lost = True
+        pending, self.pending = self.pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(RpcConnectionError(reason))
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(RpcConnectionError(reason))
 
 
 class RpcClient:
@@ -317,6 +499,9 @@ class RpcClient:
     Reconnects lazily on the next call after a failure. Raises RpcTimeout when
     no response arrives in time and RpcConnectionError when the connection
     cannot be opened (sent=False) or breaks with the request in flight.
+    Pending calls belong to the connection they were sent on, so a late
+    close of an old connection never fails calls made on its successor.
+    Frames that are not responses go to `on_push` (server-initiated requests).
     """
 
     def __init__(self, host: str, port: int, connect_timeout: float = 3.0,
@@ -326,9 +511,7 @@ class RpcClient:
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
         self.on_push = on_push
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task | None = None
-        self._pending: dict[int, asyncio.Future] = {}
+        self._conn: _ClientProtocol | None = None
         self._opaque = itertools.count(1)
         self._lock = asyncio.Lock()
 
@@ -336,75 +519,71 @@ class RpcClient:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    async def _ensure_connected(self) -> asyncio.StreamWriter:
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and self._conn.usable
+
+    async def _ensure_connected(self) -> _ClientProtocol:
+        conn = self._conn
+        if conn is not None and conn.usable:
+            return conn
         async with self._lock:
-            if self._writer is not None and not self._writer.is_closing():
-                return self._writer
+            if self._conn is not None and self._conn.usable:
+                return self._conn
+            loop = asyncio.get_running_loop()
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), self.connect_timeout)
+                _, conn = await asyncio.wait_for(
+                    loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port),
+                    self.connect_timeout)
             except (OSError, asyncio.TimeoutError) as exc:
                 raise RpcConnectionError(f"cannot connect to {self.address}: {exc or 'timeout'}",
                                          sent=False) from None
-            self._writer = writer
-            self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
-            return writer
-
-    async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        reason = "connection closed"
-        try:
-            while True:
-                cmd = await read_command(reader, self.max_frame)
-                if cmd is None:
-                    break
-                future = self._pending.pop(cmd.opaque, None) if cmd.is_response else None
-                if future is not None and not future.done():
-                    future.set_result(cmd)
-                elif not cmd.is_response and self.on_push is not None:
-                    self.on_push(cmd)
-        except (ProtocolError, ConnectionError, OSError) as exc:
-            reason = str(exc) or type(exc).__name__
-        finally:
-            writer.close()
-            if self._writer is writer:
-                self._writer = None
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_exception(RpcConnectionError(f"{self.address}: {reason}"))
-            self._pending.clear()
+            self._conn = conn
+            return conn
 
     async def call(self, code: int, fields: dict[str, Any] | None = None, body: bytes = b"",
                    timeout: float = 3.0) -> Command:
         """Send a request and wait for its response."""
-        writer = await self._ensure_connected()
+        conn = await self._ensure_connected()
         opaque = next(self._opaque)
-        future = asyncio.get_running_loop().create_future()
-        self._pending[opaque] = future
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        conn.pending[opaque] = future
+        # A timer handle is much cheaper than asyncio.wait_for on the hot path.
+        timer = loop.call_later(timeout, _expire, future)
         try:
-            writer.write(encode(Command(int(code), fields or {}, body, opaque, 0)))
-            await writer.drain()
-            return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
+            conn.transport.write(encode(Command(int(code), fields or {}, body, opaque, 0)))
+            if conn._paused:
+                await conn.drain()
+            return await future
+        except _Expired:
             raise RpcTimeout(f"no response from {self.address} within {timeout:.1f}s") from None
         except (ConnectionError, OSError) as exc:
             raise RpcConnectionError(f"{self.address}: {exc}") from None
         finally:
-            self._pending.pop(opaque, None)
+            timer.cancel()
+            conn.pending.pop(opaque, None)
 
     async def oneway(self, code: int, fields: dict[str, Any] | None = None, body: bytes = b"") -> None:
         """Send a request without waiting for (or getting) a response."""
-        writer = await self._ensure_connected()
-        writer.write(encode(Command(int(code), fields or {}, body, next(self._opaque), FLAG_ONEWAY)))
-        await writer.drain()
+        conn = await self._ensure_connected()
+        conn.transport.write(encode(Command(int(code), fields or {}, body, next(self._opaque),
+                                            FLAG_ONEWAY)))
+        await conn.drain()
 
     async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-            try:
-                await self._reader_task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._reader_task = None
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if conn.transport is not None:
+            conn.transport.close()
+        conn._fail(f"{self.address}: client closed")
+
+
+class _Expired(Exception):
+    """Internal: the timer of a call fired before its response arrived."""
+
+
+def _expire(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_exception(_Expired())

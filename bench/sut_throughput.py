@@ -1,0 +1,94 @@
+"""SUT send throughput and latency on loopback.
+
+Starts real `python -m sut` processes (sut.local.LocalCluster, RocketMQ
+default timings) and drives them with N concurrent producers, each its own
+Producer (own connection) sending fixed-size messages back to back for a
+fixed time. Prints messages/s and p50/p99/max latency of acknowledged sends.
+
+    .venv/bin/python bench/sut_throughput.py                 # every scenario
+    .venv/bin/python bench/sut_throughput.py --scenario single-async --duration 20
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sut.client import Producer  # noqa: E402
+from sut.local import LocalCluster, wait_until  # noqa: E402
+from sut import admin  # noqa: E402
+
+# scenario -> (profile, per-process config overrides)
+SCENARIOS = {
+    "single-async": ("single-broker", {"broker-a-0": {"store": {"flush_disk_type": "ASYNC_FLUSH"}}}),
+    "single-sync": ("single-broker", {"broker-a-0": {"store": {"flush_disk_type": "SYNC_FLUSH"}}}),
+    "master-slave-sync": ("master-slave-sync", {}),
+    "master-slave-async": ("master-slave-async", {}),
+}
+
+
+async def drive(namesrv: list[str], producers: int, size: int, duration: float) -> dict:
+    body = b"x" * size
+    latencies: list[float] = []
+    outcomes: dict[str, int] = {}
+    clients = [Producer(namesrv, send_timeout=5.0) for _ in range(producers)]
+    for p in clients:  # warm up: route lookup and connection
+        await p.send("chaos", body)
+    stop_at = time.perf_counter() + duration
+
+    async def worker(p: Producer) -> None:
+        while time.perf_counter() < stop_at:
+            t0 = time.perf_counter()
+            r = await p.send("chaos", body)
+            outcomes[r.status] = outcomes.get(r.status, 0) + 1
+            if r.outcome.value == "ok":
+                latencies.append(time.perf_counter() - t0)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(p) for p in clients))
+    elapsed = time.perf_counter() - started
+    for p in clients:
+        await p.close()
+    latencies.sort()
+    q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
+    return {"msgs_per_s": len(latencies) / elapsed, "acked": len(latencies),
+            "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000,
+            "max_ms": latencies[-1] * 1000 if latencies else 0.0, "statuses": outcomes}
+
+
+def run_scenario(name: str, producers: int, size: int, duration: float) -> dict:
+    profile, overrides = SCENARIOS[name]
+    with tempfile.TemporaryDirectory(prefix="sut-bench-") as tmp, \
+            LocalCluster(profile, tmp, timing="default", overrides=overrides) as cluster:
+        cluster.start_all()
+        if "broker-a-1" in cluster.processes:  # wait until the slave streams from the master
+            master = cluster.address("broker-a-0")
+            wait_until(lambda: (admin.run_sync(admin.process_status(master)) or {})
+                       .get("ha", {}).get("slaves"), 30, what="slave connected")
+        return asyncio.run(drive(cluster.namesrv_addrs, producers, size, duration))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all")
+    parser.add_argument("--producers", type=int, default=16)
+    parser.add_argument("--size", type=int, default=1024, help="message body bytes")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per scenario")
+    args = parser.parse_args()
+    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    print(f"{args.producers} producers, {args.size} B messages, {args.duration:g} s per scenario")
+    print(f"{'scenario':<20} {'msg/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  statuses")
+    for name in names:
+        r = run_scenario(name, args.producers, args.size, args.duration)
+        print(f"{name:<20} {r['msgs_per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
+              f"{r['max_ms']:>8.1f}  {r['statuses']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

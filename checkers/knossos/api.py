@@ -1,0 +1,190 @@
+"""knossos-py: `analysis(model, history)` with a Knossos-shaped result.
+
+The history is split into independent parts first (by `key`, and a
+multi-register by groups of registers that no transaction spans), each part
+is checked alone, and the verdicts merge as Jepsen's do: false > unknown > true.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Hashable, Iterable
+
+from . import jvm
+from .history import HistoryError, Operation, key_of, operations, split_by_key
+from .models import MODELS, spec
+
+DEFAULT_TIME_LIMIT = 60.0
+MEMORY_SHARE = 0.5
+"""Share of the JVM heap one check's configuration cache may use before it
+gives up with `unknown` (cause "memory") instead of an OutOfMemoryError."""
+
+
+def analysis(model: str, history: Iterable[dict], time_limit: float | None = DEFAULT_TIME_LIMIT,
+             init: Any = None, engine: str = "jvm", max_configs: int = 0) -> dict:
+    """Checks `history` against `model`; returns a JSON-serializable dict:
+    valid (True/False/"unknown"), op (the completion that could not be
+    linearized), previous-ok, configs (up to 10 of: model state, last op,
+    pending ops), cause (why unknown), analyzer, time (seconds), and the key
+    of the failing part when the history was split.
+
+    `engine="knossos"` runs a Knossos jar named by KNOSSOS_JAR instead.
+    """
+    if engine == "jvm":
+        jvm.engine()  # JVM start-up is reported by jvm.startup_seconds(), not as check time
+    started = time.perf_counter()
+    history = list(history)
+    if engine == "knossos":
+        from . import knossos_jar
+        result = knossos_jar.analysis(model, history, time_limit=time_limit, init=init)
+        result["time"] = time.perf_counter() - started
+        return result
+    if engine != "jvm":
+        raise ValueError(f"unknown engine {engine!r}; use 'jvm' or 'knossos'")
+    parts = partitions(model, history, init)
+    results = _check_parts(model, parts, time_limit, max_configs, shared_deadline=True)
+    merged = merge([(label, r) for (label, _, _), r in zip(parts, results)])
+    merged["partitions"] = len(parts)
+    merged["time"] = time.perf_counter() - started
+    return merged
+
+
+def analyze_batch(model: str, histories: list[list[dict]], time_limit: float | None = DEFAULT_TIME_LIMIT,
+                  init: Any = None, max_configs: int = 0) -> list[dict]:
+    """`analysis` of many histories in one JVM call: each gets its own time limit."""
+    jvm.engine()
+    started = time.perf_counter()
+    all_parts = [partitions(model, h, init) for h in histories]
+    flat = [p for parts in all_parts for p in parts]
+    results = iter(_check_parts(model, flat, time_limit, max_configs, shared_deadline=False))
+    out = []
+    for parts in all_parts:
+        merged = merge([(label, next(results)) for label, _, _ in parts])
+        merged["partitions"] = len(parts)
+        out.append(merged)
+    for r in out:
+        r["time"] = (time.perf_counter() - started) / max(1, len(out))
+    return out
+
+
+Part = tuple[Hashable, list[Operation], Any]
+
+
+def partitions(model: str, history: list[dict], init: Any = None) -> list[Part]:
+    """Independent parts of a history: (label, paired ops, initial state)."""
+    model_spec = spec(model)
+    init = model_spec.default_init if init is None else init
+    if any(isinstance(e, dict) and "key" in e and key_of(e) is not None for e in history):
+        by_key = split_by_key(history)
+    else:
+        by_key = {None: history}
+    parts: list[Part] = []
+    for key in sorted(by_key, key=_sort_key):
+        ops = operations(by_key[key])
+        if model == "multi-register":
+            parts += [(key if len(groups) == 1 else (key, regs), group, _restrict(init, regs))
+                      for groups in [_register_groups(ops)] for regs, group in groups]
+        else:
+            parts.append((key, ops, init))
+    return parts
+
+
+def _sort_key(key: Hashable) -> tuple[str, str]:
+    return (type(key).__name__, str(key))
+
+
+def _restrict(init: Any, registers: tuple) -> Any:
+    if not isinstance(init, dict):
+        return init
+    return {k: v for k, v in init.items() if k in registers}
+
+
+def _register_groups(ops: list[Operation]) -> list[tuple[tuple, list[Operation]]]:
+    """Splits multi-register ops into groups of registers no txn spans
+    (union-find); each group is an independent object."""
+    parent: dict[Any, Any] = {}
+
+    def find(x: Any) -> Any:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    touched: list[list] = []
+    for op in ops:
+        micro = op.output if op.ok and isinstance(op.output, list) else op.input
+        regs = [tuple(m[1]) if isinstance(m[1], list) else m[1]
+                for m in (micro if isinstance(micro, list) else [])
+                if isinstance(m, list) and len(m) == 3]
+        for r in regs[1:]:
+            parent[find(r)] = find(regs[0])
+        if regs:
+            find(regs[0])
+        touched.append(regs)
+    groups: dict[Any, list[Operation]] = {}
+    members: dict[Any, set] = {}
+    for op, regs in zip(ops, touched):
+        root = find(regs[0]) if regs else None
+        groups.setdefault(root, []).append(op)
+        members.setdefault(root, set()).update(regs)
+    return [(tuple(sorted(members[r], key=str)), groups[r]) for r in groups]
+
+
+def _check_parts(model: str, parts: list[Part], time_limit: float | None, max_configs: int,
+                 shared_deadline: bool) -> list[dict]:
+    budget = int(jvm.max_heap_bytes() * MEMORY_SHARE)
+    prepared = [jvm.encode(model, ops, init, time_limit, max_configs, budget)
+                for _, ops, init in parts]
+    raw = jvm.check_prepared(prepared, time_limit if shared_deadline else None)
+    return [decode(p, r) for p, r in zip(prepared, raw)]
+
+
+def decode(prepared: jvm.Prepared, raw: dict) -> dict:
+    """Turns the engine's op numbers back into the history's own events."""
+    result: dict[str, Any] = {"valid": raw["valid"], "analyzer": "wgl", "model": prepared.model,
+                              "op": None, "previous-ok": None, "configs": [], "cause": None,
+                              "configs-explored": raw.get("configs-explored"),
+                              "engine-seconds": raw.get("nanos", 0) / 1e9}
+    if raw["valid"] == "unknown":
+        result["cause"] = raw.get("cause")
+        result["detail"] = raw.get("detail")
+    if raw["valid"] is False:
+        ops = prepared.ops
+        failing = ops[raw["op"]]
+        result["op"] = failing.shown_completion()
+        result["previous-ok"] = previous_ok(ops, failing)
+        result["configs"] = [{
+            "model": c["model"],
+            "last-op": None if c["last-op"] is None else ops[c["last-op"]].shown_completion(),
+            "pending": [ops[i].shown_invoke() for i in c["pending"]],
+            "pending-count": c["pending-count"],
+        } for c in raw["configs"]]
+    return result
+
+
+def previous_ok(ops: list[Operation], failing: Operation) -> dict | None:
+    """The last ok completion before the failing one, as Knossos reports it."""
+    best = None
+    for op in ops:
+        if op.ret is not None and op.ret < failing.ret and (best is None or op.ret > best.ret):
+            best = op
+    return None if best is None else best.shown_completion()
+
+
+def merge(results: list[tuple[Hashable, dict]]) -> dict:
+    """One verdict for a split history: the first invalid part, else the first
+    unknown one, else valid."""
+    for wanted in (False, "unknown"):
+        for label, r in results:
+            if r["valid"] is wanted:
+                return {**r, "key": _json_key(label)}
+    if not results:
+        return {"valid": True, "analyzer": "wgl", "op": None, "previous-ok": None,
+                "configs": [], "cause": None, "key": None}
+    return {**results[0][1], "key": None}
+
+
+def _json_key(label: Hashable) -> Any:
+    return list(label) if isinstance(label, tuple) else label
+
+
+__all__ = ["analysis", "analyze_batch", "partitions", "split_by_key", "MODELS", "HistoryError"]

@@ -1,0 +1,243 @@
+package chaos.lin;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * The Wing & Gong search with Lowe's cache, as Knossos' wgl and Porcupine do.
+ *
+ * Calls and returns sit in one doubly linked list in real-time order. Walking
+ * from the head, a call may be linearized if the model accepts it; then it and
+ * its return are lifted out of the list and the walk restarts at the head.
+ * Reaching a return means that op could not be placed before it: undo the last
+ * choice (a stack) and try the next call. A configuration (linearized set,
+ * state) seen before is skipped, which turns the exponential walk into a
+ * search over distinct configurations.
+ *
+ * Indeterminate (info) ops have their return at the end of the list, after
+ * every ok return: reaching one means every ok op has been placed, so the
+ * history is linearizable whether or not the remaining info ops happened.
+ *
+ * Bit ids: ok ops get 0..ok-1 in order of completion, info ops after them (as
+ * Knossos does). The first ok id missing from a configuration tells how far it
+ * got; the op at the largest such id over all configurations is the one that
+ * could not be linearized. For an invalid history the search visits every
+ * reachable configuration, so that op does not depend on the search order.
+ */
+final class Search {
+    static final int REPORTED_CONFIGS = 10;
+    static final int REPORTED_PENDING = 100;
+    private static final int HEAD = 0;
+
+    private final History h;
+    private final Model model;
+    private final int n;
+    private final int okCount;
+    private final int[] bitOf;
+    private final int[] opOfBit;
+    private final int[] next;
+    private final int[] prev;
+    private final long deadline;
+    private LinearizedSet lin;
+
+    private int bestFirstMissing = -1;
+    private final List<long[][]> bestSets = new ArrayList<>();
+    private final List<Object> bestStates = new ArrayList<>();
+    private final List<Integer> bestLastOps = new ArrayList<>();
+
+    Search(History h, long batchDeadline) {
+        this.h = h;
+        this.model = Models.byName(h.model);
+        this.n = h.n;
+        long own = h.timeLimitNanos > 0 ? System.nanoTime() + h.timeLimitNanos : Long.MAX_VALUE;
+        this.deadline = Math.min(own, batchDeadline);
+        this.bitOf = new int[n];
+        this.opOfBit = new int[n];
+        int ok = 0;
+        long[] byReturn = new long[n];
+        long[] byCall = new long[n];
+        for (int o = 0; o < n; o++) {
+            if (!h.isInfo(o)) {
+                byReturn[ok++] = ((long) h.ret[o] << 32) | o;
+            }
+            byCall[o] = ((long) h.call[o] << 32) | o;
+        }
+        this.okCount = ok;
+        Arrays.sort(byReturn, 0, ok);
+        Arrays.sort(byCall);
+        int bit = 0;
+        for (int i = 0; i < ok; i++) {
+            int o = (int) byReturn[i];
+            bitOf[o] = bit;
+            opOfBit[bit++] = o;
+        }
+        for (long c : byCall) {
+            int o = (int) c;
+            if (h.isInfo(o)) {
+                bitOf[o] = bit;
+                opOfBit[bit++] = o;
+            }
+        }
+        this.next = new int[2 * n + 1];
+        this.prev = new int[2 * n + 1];
+        linkEntries(byCall, byReturn, ok);
+    }
+
+    /** Entry 0 is the head; op o has call entry 2o+1 and return entry 2o+2. */
+    private void linkEntries(long[] byCall, long[] byReturn, int ok) {
+        long[] events = new long[n + ok];
+        for (int o = 0; o < n; o++) {
+            events[o] = ((long) h.call[o] << 32) | (2 * o + 1);
+        }
+        for (int i = 0; i < ok; i++) {
+            int o = (int) byReturn[i];
+            events[n + i] = ((long) h.ret[o] << 32) | (2 * o + 2);
+        }
+        Arrays.sort(events);
+        int last = HEAD;
+        for (long ev : events) {
+            last = append(last, (int) ev);
+        }
+        for (long c : byCall) {
+            int o = (int) c;
+            if (h.isInfo(o)) {
+                last = append(last, 2 * o + 2);
+            }
+        }
+        next[last] = HEAD;
+        prev[HEAD] = last;
+    }
+
+    private int append(int last, int entry) {
+        next[last] = entry;
+        prev[entry] = last;
+        return entry;
+    }
+
+    private void unlink(int e) {
+        next[prev[e]] = next[e];
+        prev[next[e]] = prev[e];
+    }
+
+    private void relink(int e) {
+        next[prev[e]] = e;
+        prev[next[e]] = e;
+    }
+
+    Result run() {
+        Object state = model.init(h);
+        lin = new LinearizedSet(n, okCount);
+        ConfigCache cache = new ConfigCache();
+        long[][] first = cache.add(ConfigCache.key(lin.hash(), state), state, lin);
+        noteProgress(lin.firstMissingOk(), first, state, -1);
+        long bytes = lin.snapshotBytes() + ConfigCache.slotBytes();
+        long budget = h.memoryBudget > 0 ? h.memoryBudget : Long.MAX_VALUE;
+        long maxConfigs = h.maxConfigs > 0 ? h.maxConfigs : Long.MAX_VALUE;
+
+        int[] stackEntry = new int[n];
+        Object[] stackState = new Object[n];
+        int[] stackAlt = new int[n];
+        int depth = 0;
+        int entry = next[HEAD];
+        int alt = 0;
+        long steps = 0;
+        search:
+        while (true) {
+            if ((++steps & 1023) == 0 && System.nanoTime() > deadline) {
+                return Result.unknown("timeout", "time limit reached after exploring "
+                        + cache.size() + " configurations", cache.size(), steps);
+            }
+            if (entry == HEAD) {
+                return Result.valid(cache.size(), steps);
+            }
+            int op = (entry - 1) >> 1;
+            if ((entry & 1) == 0) {
+                // A return: its op could not be placed before this point.
+                if (h.isInfo(op)) {
+                    return Result.valid(cache.size(), steps);
+                }
+                if (depth == 0) {
+                    return invalid(cache.size(), steps);
+                }
+                depth--;
+                entry = stackEntry[depth];
+                state = stackState[depth];
+                stackState[depth] = null;
+                alt = stackAlt[depth] + 1;
+                lin.clear(bitOf[(entry - 1) >> 1]);
+                relink(entry + 1);
+                relink(entry);
+                continue;
+            }
+            Object stepped = model.step(state, h, op);
+            if (stepped != null) {
+                Object[] options = stepped instanceof Model.Branches
+                        ? ((Model.Branches) stepped).states : null;
+                int count = options == null ? 1 : options.length;
+                int bit = bitOf[op];
+                for (int a = alt; a < count; a++) {
+                    Object next2 = options == null ? stepped : options[a];
+                    lin.set(bit);
+                    long[][] snap = cache.add(ConfigCache.key(lin.hash(), next2), next2, lin);
+                    if (snap == null) {
+                        lin.clear(bit);
+                        continue;
+                    }
+                    bytes += lin.snapshotBytes() + ConfigCache.slotBytes();
+                    if (bytes > budget || cache.size() > maxConfigs) {
+                        return Result.unknown("memory", "configuration cache reached "
+                                + cache.size() + " entries (~" + (bytes >> 20)
+                                + " MiB), over the memory guard", cache.size(), steps);
+                    }
+                    noteProgress(lin.firstMissingOk(), snap, next2, op);
+                    stackEntry[depth] = entry;
+                    stackState[depth] = state;
+                    stackAlt[depth] = a;
+                    depth++;
+                    state = next2;
+                    unlink(entry);
+                    unlink(entry + 1);
+                    entry = next[HEAD];
+                    alt = 0;
+                    continue search;
+                }
+            }
+            alt = 0;
+            entry = next[entry];
+        }
+    }
+
+    private void noteProgress(int firstMissing, long[][] set, Object state, int lastOp) {
+        if (firstMissing > bestFirstMissing) {
+            bestFirstMissing = firstMissing;
+            bestSets.clear();
+            bestStates.clear();
+            bestLastOps.clear();
+        }
+        if (firstMissing == bestFirstMissing && bestSets.size() < REPORTED_CONFIGS) {
+            bestSets.add(set);
+            bestStates.add(state);
+            bestLastOps.add(lastOp);
+        }
+    }
+
+    private Result invalid(int configs, long steps) {
+        int failing = opOfBit[bestFirstMissing];
+        Result r = Result.invalid(failing, configs, steps);
+        for (int i = 0; i < bestSets.size(); i++) {
+            long[][] set = bestSets.get(i);
+            List<Integer> pending = new ArrayList<>();
+            int count = 0;
+            for (int o = 0; o < n; o++) {
+                if (h.call[o] < h.ret[failing] && !lin.isIn(set, bitOf[o])) {
+                    if (count++ < REPORTED_PENDING) {
+                        pending.add(o);
+                    }
+                }
+            }
+            r.addConfig(model.describe(bestStates.get(i), h), bestLastOps.get(i), pending, count);
+        }
+        return r;
+    }
+}

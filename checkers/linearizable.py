@@ -1,0 +1,133 @@
+"""The `linearizable` checker: each key's history through the JVM engine, one Spark task per group of keys.
+
+Linearizability is local, so a history of independent keys is checked key by
+key (P-compositionality). Spark partitions the operations by (run, key); each
+Python worker turns a key's operations back into a Jepsen-style event list and
+calls `checkers.knossos.analysis` with the run's per-key time budget (the
+engine answers `unknown` when the budget runs out). Only the small verdicts
+travel back to the driver.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from typing import Any, Callable, Iterable, Iterator
+
+from .context import CheckContext, RunFacts
+from .ops import LINEARIZABILITY_MODELS, linearizability_model
+from .verdict import UNKNOWN, merge_valid
+
+Analyze = Callable[..., dict[str, Any]]
+FAILURE_EXAMPLES = 5
+UNKNOWN_EXAMPLES = 20
+_COLUMNS = ("run", "key", "index", "process", "f", "type", "invoke_time", "complete_time",
+            "invoke_value", "value")
+
+
+def _json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def key_history(ops: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Operations of one key -> the engine's event list, in real-time order.
+
+    At equal times an invocation comes before a completion, so ops touching
+    the same instant count as concurrent (never a false "happened before").
+    """
+    events = []
+    for op in ops:
+        base = {"process": op["process"], "f": op["f"]}
+        events.append(({**base, "type": "invoke", "value": _json(op["invoke_value"]),
+                        "time": op["invoke_time"], "index": 2 * op["index"]},
+                       (op["invoke_time"], 0, op["index"])))
+        if op["complete_time"] is not None:
+            events.append(({**base, "type": op["type"], "value": _json(op["value"]),
+                            "time": op["complete_time"], "index": 2 * op["index"] + 1},
+                           (op["complete_time"], 1, op["index"])))
+    return [event for event, _ in sorted(events, key=lambda e: e[1])]
+
+
+def check_key(model: str, ops: list[dict[str, Any]], time_limit: float,
+              analyze: Analyze) -> dict[str, Any]:
+    """The engine's verdict on one key; an error becomes `unknown` with the error."""
+    try:
+        return analyze(model, key_history(ops), time_limit=time_limit)
+    except Exception as exc:  # a bad history or a missing engine must not kill the job
+        return {"valid": UNKNOWN, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def check_partition(rows: Iterator[Any], models: dict[int, str], limits: dict[int, float],
+                    analyze: Analyze | None = None) -> Iterator[tuple[int, str | None, str]]:
+    """Spark mapPartitions body: rows sorted by (run, key, index) -> (run, key, verdict JSON)."""
+    if analyze is None:
+        try:
+            from checkers.knossos import analysis as analyze
+        except Exception as exc:
+            error = f"linearizability engine not available: {type(exc).__name__}: {exc}"
+            analyze = functools.partial(_unavailable, error)
+    for (run, key), group in itertools.groupby(rows, key=lambda r: (r["run"], r["key"])):
+        ops = [r.asDict() if hasattr(r, "asDict") else r for r in group]
+        result = check_key(models[run], ops, limits[run], analyze)
+        yield run, key, json.dumps(result, default=str)
+
+
+def _unavailable(error: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    raise RuntimeError(error)
+
+
+def engine_problem() -> str | None:
+    """Why the engine cannot run here, or None (checked once on the driver)."""
+    try:
+        import checkers.knossos  # noqa: F401
+    except Exception as exc:
+        return f"linearizability engine not available: {type(exc).__name__}: {exc}"
+    return None
+
+
+def linearizable_section(model: str, time_limit: float,
+                         verdicts: list[tuple[str | None, dict[str, Any]]]) -> dict[str, Any]:
+    """Merge per-key verdicts (pure): false > unknown > true."""
+    failures = [{"key": key, **v} for key, v in verdicts if v.get("valid") is False]
+    unknown = [{"key": key, "cause": v.get("cause"), "error": v.get("error")}
+               for key, v in verdicts if v.get("valid") == UNKNOWN]
+    return {
+        "valid": merge_valid(v.get("valid", UNKNOWN) for _, v in verdicts),
+        "model": model,
+        "time_limit_s": time_limit,
+        "keys": len(verdicts),
+        "counts": {"valid": len(verdicts) - len(failures) - len(unknown),
+                   "invalid": len(failures), "unknown": len(unknown)},
+        "failures": failures[:FAILURE_EXAMPLES],
+        "unknown": unknown[:UNKNOWN_EXAMPLES],
+    }
+
+
+def _skipped(run: RunFacts) -> dict[str, Any]:
+    if run.workload not in LINEARIZABILITY_MODELS:
+        return {"valid": UNKNOWN, "checked": False,
+                "reason": f"no linearizability model for workload {run.workload!r}"}
+    return {"valid": True, "checked": False,
+            "reason": f"not applicable: the {run.workload} workload is checked by the queue checker"}
+
+
+def check(ctx: CheckContext, analyze: Analyze | None = None) -> list[dict[str, Any]]:
+    """Linearizability of every run whose workload has a model."""
+    models = {r.index: linearizability_model(r.workload) for r in ctx.runs
+              if LINEARIZABILITY_MODELS.get(r.workload)}
+    sections = {r.index: _skipped(r) for r in ctx.runs if r.index not in models}
+    problem = engine_problem() if models and analyze is None else None
+    if problem:
+        sections.update({run: {"valid": UNKNOWN, "checked": False, "model": model, "reason": problem}
+                         for run, model in models.items()})
+    elif models:
+        limits = {r.index: r.spec.linearizable_time_limit_s for r in ctx.runs}
+        ops = (ctx.history_of(list(models)).select(*_COLUMNS)
+               .repartition("run", "key").sortWithinPartitions("run", "key", "index"))
+        body = functools.partial(check_partition, models=models, limits=limits, analyze=analyze)
+        per_run: dict[int, list] = {run: [] for run in models}
+        for run, key, verdict in ops.rdd.mapPartitions(body).collect():
+            per_run[run].append((key, json.loads(verdict)))
+        sections.update({run: linearizable_section(models[run], limits[run], per_run[run])
+                         for run in models})
+    return [sections[r.index] for r in ctx.runs]

@@ -1,0 +1,153 @@
+"""Reading raw event files in Spark and validating every line.
+
+A line that is not a valid event is kept, with the reason, as a "malformed"
+row: it is reported with its file and line number and counted, never dropped
+and never fatal. Spark's text source knows no line numbers, so each line gets
+a sequence number instead (monotonically_increasing_id: partition in the high
+bits, position in the partition in the low bits); `locate_lines` turns the
+sequence numbers of the few reported rows back into file and line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .ops import EVENT_TYPES, NEMESIS_PROCESS
+from .schema import RAW_EVENT
+
+HISTORY = "history"
+NEMESIS = "nemesis"
+TEXT_PREVIEW = 200
+_PARTITION_BITS = 33  # monotonically_increasing_id keeps the row number in the low 33 bits
+_CORRUPT = "_corrupt"  # from_json puts the text of lines it cannot fully read here
+_WITH_CORRUPT = T.StructType([*RAW_EVENT.fields, T.StructField(_CORRUPT, T.StringType())])
+_FROM_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+
+@dataclass(frozen=True)
+class Source:
+    """The event files of one kind (client history or nemesis) of one run."""
+
+    run: int
+    kind: str  # HISTORY | NEMESIS
+    paths: tuple[str, ...]
+
+
+def run_sources(run: int, run_dir: Path) -> list[Source]:
+    """The raw event files of a stored run (DESIGN.md 4.1)."""
+    history = tuple(str(p) for p in sorted((Path(run_dir) / "history").glob("*.jsonl")))
+    nemesis = Path(run_dir) / "nemesis.jsonl"
+    sources = [Source(run, HISTORY, history)] if history else []
+    if nemesis.is_file():
+        sources.append(Source(run, NEMESIS, (str(nemesis),)))
+    return sources
+
+
+def read_lines(spark: SparkSession, sources: list[Source]) -> DataFrame | None:
+    """All lines of all sources: run, kind, seq, text, file_uri, block (None if no files)."""
+    frames = [
+        spark.read.text(list(src.paths)).select(
+            F.lit(src.run).alias("run"),
+            F.lit(src.kind).alias("kind"),
+            F.col("value").alias("text"),
+            F.col("_metadata.file_path").alias("file_uri"),
+            F.col("_metadata.file_block_start").alias("block"),
+        )
+        for src in sources if src.paths
+    ]
+    if not frames:
+        return None
+    lines = reduce(DataFrame.unionByName, frames)
+    return lines.withColumn("seq", F.monotonically_increasing_id())
+
+
+def _problem(text: Column, kind: Column, ev: Column) -> Column:
+    """Why a line is not a valid event, or null when it is one."""
+    is_nemesis = ev["process"] == NEMESIS_PROCESS
+    phase = F.try_variant_get(ev["value"], "$.phase", "string")
+    unreadable = ev[_CORRUPT].isNotNull()
+    return (
+        F.when(F.trim(text) == "", "empty line")
+        # the JSON parser runs a second time only on the rare lines from_json rejected
+        .when(unreadable & F.try_parse_json(text).isNull(),
+              "not valid JSON (truncated or garbled line?)")
+        .when(~F.ltrim(text).startswith("{"), "not a JSON object")
+        .when(~F.rtrim(text).endswith("}"), "trailing characters after the JSON object")
+        .when(ev["process"].isNull(), "missing `process`")
+        .when(~(ev["process"].rlike(r"^-?[0-9]+$") | is_nemesis),
+              '`process` must be an integer or "nemesis"')
+        .when(ev["type"].isNull() | ~ev["type"].isin(*EVENT_TYPES),
+              "`type` must be one of " + ", ".join(EVENT_TYPES))
+        .when(ev["f"].isNull() | (ev["f"] == ""), "missing `f`")
+        .when(ev["time"].isNull() | (ev["time"] < 0),
+              "`time` must be a non-negative integer (ns since run start)")
+        .when(unreadable, "a field has the wrong JSON type")
+        .when((kind == HISTORY) & is_nemesis,
+              "nemesis event in a client history file (fault events belong in nemesis.jsonl)")
+        .when((kind == NEMESIS) & ~is_nemesis, "client event in nemesis.jsonl")
+        .when((kind == NEMESIS) & (phase.isNull() | ~phase.isin("start", "stop")),
+              'nemesis event needs value.phase "start" or "stop"')
+    )
+
+
+def parse(lines: DataFrame) -> DataFrame:
+    """Decode and validate every line; `problem` is null for valid events.
+
+    Columns: run, kind, seq, problem, process (text), type, f, key, value
+    (JSON text, null when absent or null), time, node, error.
+    """
+    decoded = lines.select("run", "kind", "seq", "text",
+                           F.from_json("text", _WITH_CORRUPT, _FROM_JSON_OPTIONS).alias("ev"))
+    value = F.expr("CASE WHEN ev.value IS NULL OR is_variant_null(ev.value) THEN NULL "
+                   "ELSE to_json(ev.value) END")
+    return decoded.select(
+        "run", "kind", "seq",
+        _problem(F.col("text"), F.col("kind"), F.col("ev")).alias("problem"),
+        F.col("ev.process").alias("process"),
+        F.col("ev.type").alias("type"),
+        F.col("ev.f").alias("f"),
+        F.col("ev.key").alias("key"),
+        value.alias("value"),
+        F.col("ev.time").alias("time"),
+        F.col("ev.node").alias("node"),
+        F.col("ev.error").alias("error"),
+    )
+
+
+def _relative_file(kind: Column, file_uri: Column) -> Column:
+    """history/<name> or nemesis.jsonl, decoded from Spark's file URI."""
+    name = F.regexp_extract(file_uri, r"[^/]*$", 0)
+    # url_decode would turn a literal '+' into a space; Hadoop URIs keep '+' as is.
+    decoded = F.url_decode(F.regexp_replace(name, r"\+", "%2B"))
+    return F.when(kind == HISTORY, F.concat(F.lit("history/"), decoded)).otherwise(decoded)
+
+
+def locate_lines(lines: DataFrame, rows: DataFrame) -> DataFrame:
+    """File and 1-based line number of `rows` (run, seq, reason).
+
+    Within one read partition the lines of one file split are contiguous, so a
+    line's number is the number of lines in the file's earlier splits plus its
+    distance from the first line of its own split.
+    """
+    with_pid = lines.withColumn("pid", F.shiftright("seq", _PARTITION_BITS))
+    chunks = (with_pid.groupBy("run", "file_uri", "pid")
+              .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("first_seq"),
+                   F.min("block").alias("block")))
+    earlier = Window.partitionBy("run", "file_uri").orderBy("block").rowsBetween(
+        Window.unboundedPreceding, -1)
+    chunks = chunks.withColumn("base", F.coalesce(F.sum("n").over(earlier), F.lit(0)))
+    located = (rows.join(with_pid.select("run", "seq", "pid", "kind", "file_uri", "text"),
+                         ["run", "seq"])
+               .join(chunks.select("run", "file_uri", "pid", "base", "first_seq"),
+                     ["run", "file_uri", "pid"]))
+    return located.select(
+        "run",
+        _relative_file(F.col("kind"), F.col("file_uri")).alias("file"),
+        (F.col("base") + F.col("seq") - F.col("first_seq") + 1).alias("line"),
+        "reason",
+        F.substring("text", 1, TEXT_PREVIEW).alias("text"),
+    )

@@ -1,0 +1,153 @@
+"""Checking stored runs: one Spark session, shared jobs, one results.json per run.
+
+    from checkers.pipeline import check_runs
+    results = check_runs(["store/c1/runs/r1", "store/c1/runs/r2"])
+
+All runs go through the same Spark jobs (each table carries a `run` column),
+so checking a campaign costs a few jobs, not a few jobs per run. Every run
+still gets its own `checked/` tables and `results.json` (DESIGN.md 4.3).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import linearizable, perf, queue, rto, stats
+from .context import CheckContext, RunFacts, gather_facts
+from .reconstruct import reconstruct
+from .runspec import RunSpec, RunSpecError, load_spec
+from .schema import HISTORY, MALFORMED, QUEUE_ANOMALIES
+from .session import get_spark
+from .staging import CHECKED_DIR, Staging
+from .verdict import UNKNOWN, crashed, guarded, merge_results
+
+RESULTS_FILE = "results.json"
+SPARK_LOG = "spark.log"
+STEPS = ("reconstructing histories", "run facts", "stats", "queue and order", "rto", "perf",
+         "linearizability", "writing results")
+
+Progress = Callable[[str], None]
+
+
+class CheckError(ValueError):
+    """The paths given to check do not hold runs."""
+
+
+def _is_run(path: Path) -> bool:
+    return (path / "history").is_dir() or (path / "nemesis.jsonl").is_file()
+
+
+def find_runs(paths: Iterable[Path | str]) -> list[Path]:
+    """Run directories under `paths` (a run, a campaign, or a whole store), each once."""
+    found: dict[Path, None] = {}
+    for given in paths:
+        path = Path(given)
+        if not path.is_dir():
+            raise CheckError(f"{path}: no such directory")
+        candidates = [path] if _is_run(path) else sorted(
+            p.parent for p in path.glob("**/history") if p.is_dir() and not p.is_symlink())
+        if not candidates:
+            raise CheckError(f"{path}: no runs found (a run directory holds history/*.jsonl)")
+        for run in candidates:
+            found.setdefault(run.resolve(), None)
+    return list(found)
+
+
+def _spec(run_dir: Path) -> tuple[RunSpec, str | None]:
+    try:
+        return load_spec(run_dir), None
+    except RunSpecError as exc:
+        return RunSpec(), f"{exc}; checked with default settings"
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_faults(run: RunFacts) -> None:
+    """checked/faults.parquet: the run's fault windows (a handful of rows: no Spark job)."""
+    schema = pa.schema([("id", pa.int32()), ("fault", pa.string()), ("start", pa.int64()),
+                        ("stop", pa.int64()), ("targets", pa.string()), ("details", pa.string())])
+    rows = [{"id": w.id, "fault": w.fault, "start": w.start, "stop": w.stop,
+             "targets": json.dumps(w.targets), "details": json.dumps(w.details, default=str)}
+            for w in run.windows]
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema),
+                   run.run_dir / CHECKED_DIR / "faults.parquet")
+
+
+def _result(run: RunFacts | None, run_dir: Path, sections: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "valid": merge_results(sections) if sections else UNKNOWN,
+        "run": run_dir.name,
+        "workload": None if run is None else run.workload,
+        "checked_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "checkers": sections,
+    }
+
+
+def _run_checkers(ctx: CheckContext, step: Progress) -> list[dict[str, dict[str, Any]]]:
+    n = len(ctx.runs)
+    step("stats")
+    sections: dict[str, list[dict[str, Any]]] = {"stats": guarded("stats", lambda: stats.check(ctx), n)}
+    step("queue and order")
+    both = guarded("queue", lambda: [list(pair) for pair in zip(*queue.check(ctx))], n)
+    sections["queue"] = [b[0] if isinstance(b, list) else b for b in both]
+    sections["order"] = [b[1] if isinstance(b, list) else b for b in both]
+    step("rto")
+    sections["rto"] = guarded("rto", lambda: rto.check(ctx), n)
+    step("perf")
+    sections["perf"] = guarded("perf", lambda: perf.check(ctx), n)
+    step("linearizability")
+    sections["linearizable"] = guarded("linearizable", lambda: linearizable.check(ctx), n)
+    return [{name: per_run[i] for name, per_run in sections.items()} for i in range(n)]
+
+
+def _check(spark: Any, run_dirs: list[Path], staging: Staging, step: Progress) -> list[dict[str, Any]]:
+    specs = [_spec(d) for d in run_dirs]
+    step("reconstructing histories")
+    rec = reconstruct(spark, run_dirs, staging)
+    step("run facts")
+    runs = gather_facts(rec.history, rec, run_dirs, specs)
+    ctx = CheckContext(spark=spark, history=rec.history, runs=runs, staging=staging)
+    per_run = _run_checkers(ctx, step)
+    step("writing results")
+    for table, schema in (("history", HISTORY), ("malformed", MALFORMED), ("queue", QUEUE_ANOMALIES)):
+        staging.publish(table, run_dirs, schema)
+    for run in runs:
+        _write_faults(run)
+    return [_result(run, run.run_dir, sections) for run, sections in zip(runs, per_run)]
+
+
+def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
+               spark_conf: Mapping[str, str] | None = None, *, log_file: Path | None = None,
+               progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Check stored runs; writes each run's checked/ and results.json; returns the results.
+
+    `spark_master` defaults to local[*]; `spark_conf` adds Spark settings;
+    Spark's own output goes to `log_file` (default: spark.log in the
+    directory that holds all the runs). `progress(step)` is called as each of
+    STEPS begins.
+    """
+    dirs = [Path(d).resolve() for d in run_dirs]
+    if not dirs:
+        return []
+    parent = Path(os.path.commonpath(dirs))
+    step = progress or (lambda _name: None)
+    spark = get_spark(spark_master, spark_conf, log_file or parent / SPARK_LOG)
+    with Staging(spark, parent) as staging:
+        try:
+            results = _check(spark, dirs, staging, step)
+        except Exception as exc:  # Spark or a reconstruction bug: report, do not lose the runs
+            error = crashed(exc)
+            results = [{**_result(None, d, {}), "error": error["error"]} for d in dirs]
+    for run_dir, result in zip(dirs, results):
+        _write_json(run_dir / RESULTS_FILE, result)
+    return results

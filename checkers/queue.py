@@ -1,0 +1,263 @@
+"""The `queue` and `order` checkers: message accounting by id, order per key.
+
+Every message is followed by its id (retries of a send reuse the id, so they
+count once). Per id, Spark aggregates the send attempts (best outcome: ok >
+info > fail) and the consumptions (from the value lists of ok polls); a full
+outer join of the two classifies each id:
+
+- lost: acknowledged (a send attempt was ok) but never consumed;
+- duplicated: consumed more than once (RocketMQ delivers at least once, so
+  this fails the run only when run.json asks for `delivery: exactly-once`);
+- unexpected: consumed but never sent;
+- recovered: sent as info or fail but consumed. An info send may have
+  happened, so this is fine; a send that only ever failed was promised not to
+  have happened (DESIGN.md 4.2), so consuming it fails the run.
+
+Order (runs with `ordered: true`): per key, messages in the order they were
+first consumed; message B is out of order when some message A consumed before
+it was sent only after B's send had been acknowledged (A's first send invoke is
+later than B's ok completion). A running maximum over the consumption order
+finds these in one pass. Gaps are loss, reported by the queue checker, not here.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from .context import CheckContext, RunFacts
+from .verdict import UNKNOWN
+
+POLL_ITEMS = "array<struct<id:string,key:string,queue:string,offset:long>>"
+CATEGORIES = ("lost", "duplicated", "unexpected", "recovered")
+ID_EXAMPLES = 1000  # ids listed per category in results.json; all are in checked/queue.parquet
+ORDER_EXAMPLES = 100
+
+
+def _count_if(condition: Column) -> Column:
+    return F.sum(F.when(condition, 1).otherwise(0))
+
+
+def send_table(history: DataFrame) -> DataFrame:
+    """Per (run, message id): send attempts, outcomes, key and times."""
+    sends = history.filter(F.col("f") == "send")
+    key = F.coalesce("key", F.get_json_object("invoke_value", "$.key"))
+    return sends.groupBy("run", F.get_json_object("invoke_value", "$.id").alias("id")).agg(
+        F.count(F.lit(1)).alias("sends"),
+        _count_if(F.col("type") == "ok").alias("ok"),
+        _count_if(F.col("type") == "info").alias("info"),
+        _count_if(F.col("type") == "fail").alias("fail"),
+        F.first(key, ignorenulls=True).alias("send_key"),
+        F.min("invoke_time").alias("first_invoke"),
+        F.min(F.when(F.col("type") == "ok", F.col("complete_time"))).alias("ok_complete"),
+    )
+
+
+def consumption_table(history: DataFrame) -> DataFrame:
+    """Per (run, message id): how often and where it was consumed, and when first.
+
+    Unreadable poll values and items without an id land in the row of id null,
+    so that they are counted instead of silently skipped.
+    """
+    polls = history.filter((F.col("f") == "poll") & (F.col("type") == "ok"))
+    parsed = polls.select("run", "index", "complete_time",
+                          F.from_json("value", POLL_ITEMS).alias("items"))
+    items = parsed.select("run", "index", "complete_time",
+                          F.col("items").isNull().alias("unreadable"),
+                          F.posexplode_outer("items").alias("pos", "item"))
+    first = F.struct(F.col("complete_time").alias("time"), F.col("index").alias("index"),
+                     F.col("pos").alias("pos"))
+    real = F.col("item.id").isNotNull()
+    return items.groupBy("run", F.col("item.id").alias("id")).agg(
+        _count_if(real).alias("consumed"),
+        F.count_distinct(F.when(real, F.concat_ws(":", "item.queue", "item.offset"))).alias("offsets"),
+        F.first("item.key", ignorenulls=True).alias("consumed_key"),
+        F.min(F.when(real, first)).alias("first_consumed"),
+        _count_if(F.col("unreadable")).alias("unreadable_polls"),
+        _count_if(F.col("item").isNotNull() & ~real).alias("items_without_id"),
+    )
+
+
+def classify(sends: DataFrame, consumed: DataFrame) -> DataFrame:
+    """Join sends and consumptions by id and name each id's anomalies (`categories`)."""
+    joined = sends.join(consumed, ["run", "id"], "full_outer")
+    times = F.coalesce("consumed", F.lit(0))
+    outcome = (F.when(F.col("ok") > 0, "ok").when(F.col("info") > 0, "info")
+               .when(F.col("fail") > 0, "fail"))
+    has_id = F.col("id").isNotNull()
+    categories = F.array_compact(F.array(
+        F.when(has_id & (outcome == "ok") & (times == 0), F.lit("lost")),
+        F.when(has_id & (times > 1), F.lit("duplicated")),
+        F.when(has_id & F.col("sends").isNull() & (times > 0), F.lit("unexpected")),
+        F.when(has_id & outcome.isin("info", "fail") & (times > 0), F.lit("recovered")),
+    ))
+    return joined.select("*", outcome.alias("send_outcome"), categories.alias("categories"),
+                         F.coalesce("send_key", "consumed_key").alias("msg_key"))
+
+
+def _total_columns() -> dict[str, Column]:
+    """Per-run counts over the classified ids."""
+    has_id = F.col("id").isNotNull()
+
+    def category(name: str) -> Column:
+        return F.array_contains("categories", name)
+
+    return {
+        "messages": _count_if(has_id & F.col("sends").isNotNull()),
+        "acknowledged": _count_if(has_id & (F.col("send_outcome") == "ok")),
+        "send_attempts": F.sum(F.when(has_id, F.col("sends"))),
+        "retried": _count_if(has_id & (F.col("sends") > 1)),
+        "consumed_ids": _count_if(has_id & (F.col("consumed") > 0)),
+        "consumptions": F.sum(F.when(has_id, F.col("consumed"))),
+        "lost": _count_if(category("lost")),
+        "duplicated": _count_if(category("duplicated")),
+        "unexpected": _count_if(category("unexpected")),
+        "recovered_info": _count_if(category("recovered") & (F.col("send_outcome") == "info")),
+        "recovered_fail": _count_if(category("recovered") & (F.col("send_outcome") == "fail")),
+        "sends_without_id": F.sum(F.when(~has_id, F.col("sends"))),
+        "unreadable_polls": F.sum("unreadable_polls"),
+        "items_without_id": F.sum("items_without_id"),
+    }
+
+
+def _totals(joined: DataFrame, runs: list[int]) -> dict[int, dict[str, int]]:
+    columns = _total_columns()
+    totals = {run: dict.fromkeys(columns, 0) for run in runs}
+    for row in joined.groupBy("run").agg(*[c.alias(n) for n, c in columns.items()]).collect():
+        totals[row["run"]] = {name: int(row[name] or 0) for name in columns}
+    return totals
+
+
+def _anomalies(joined: DataFrame) -> DataFrame:
+    """One row per (id, category): the table published as checked/queue.parquet."""
+    return joined.filter(F.size("categories") > 0).select(
+        "run", F.explode("categories").alias("category"), "id", F.col("msg_key").alias("key"),
+        "sends", "send_outcome", (F.col("first_invoke") / 1e9).alias("first_send_s"),
+        F.coalesce("consumed", F.lit(0)).cast("long").alias("consumed"),
+        F.coalesce("offsets", F.lit(0)).cast("long").alias("offsets"))
+
+
+def _first_rows(df: DataFrame, group: list[str], order: list[Column], limit: int) -> list[Any]:
+    rank = Window.partitionBy(*group).orderBy(*order)
+    return (df.withColumn("_rank", F.row_number().over(rank)).filter(F.col("_rank") <= limit)
+            .orderBy(*group, "_rank").collect())
+
+
+def order_violations(joined: DataFrame) -> DataFrame:
+    """Messages consumed after a message that was sent later than they were acknowledged."""
+    consumed = joined.filter(F.col("id").isNotNull() & F.col("first_consumed").isNotNull())
+    earlier = (Window.partitionBy("run", "msg_key")
+               .orderBy("first_consumed.time", "first_consumed.index", "first_consumed.pos")
+               .rowsBetween(Window.unboundedPreceding, -1))
+    scanned = consumed.select(
+        "run", "id", "msg_key", "ok_complete", "first_consumed",
+        F.max("first_invoke").over(earlier).alias("latest_earlier_send"),
+        F.max_by("id", "first_invoke").over(earlier).alias("consumed_after"))
+    return scanned.filter(F.col("ok_complete") < F.col("latest_earlier_send"))
+
+
+def queue_section(totals: dict[str, int], examples: dict[str, list[dict[str, Any]]],
+                  spec_tolerates_duplicates: bool) -> dict[str, Any]:
+    """The queue verdict from the counts (pure)."""
+    failures, doubts = [], []
+    if totals["lost"]:
+        failures.append(f"{totals['lost']} acknowledged message(s) never consumed")
+    if totals["unexpected"]:
+        failures.append(f"{totals['unexpected']} consumed message(s) never sent")
+    if totals["recovered_fail"]:
+        failures.append(f"{totals['recovered_fail']} message(s) whose sends all failed were consumed")
+    if totals["duplicated"] and not spec_tolerates_duplicates:
+        failures.append(f"{totals['duplicated']} message(s) consumed more than once (exactly-once run)")
+    for name, text in (("unreadable_polls", "poll result(s) not a list of messages"),
+                       ("items_without_id", "consumed item(s) without an id"),
+                       ("sends_without_id", "send(s) without a message id")):
+        if totals[name]:
+            doubts.append(f"{totals[name]} {text}")
+    valid = False if failures else UNKNOWN if doubts else True
+    return {
+        "valid": valid,
+        "problems": failures + doubts,
+        "counts": totals,
+        "lost": examples.get("lost", []),
+        "duplicated": examples.get("duplicated", []),
+        "unexpected": examples.get("unexpected", []),
+        "recovered": examples.get("recovered", []),
+        "examples_limit": ID_EXAMPLES,
+        "duplicates_allowed": spec_tolerates_duplicates,
+    }
+
+
+def order_section(checked: bool, violations: int, keys: int,
+                  examples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The order verdict (pure)."""
+    if not checked:
+        return {"valid": True, "checked": False,
+                "reason": "not an ordered run (run.json has no `ordered: true`)"}
+    return {"valid": violations == 0, "checked": True, "violations": violations, "keys": keys,
+            "examples": examples}
+
+
+def _not_applicable(run: RunFacts) -> dict[str, Any]:
+    return {"valid": True, "checked": False,
+            "reason": f"not a queue workload (workload: {run.workload})"}
+
+
+def _example(row: Any) -> dict[str, Any]:
+    return {"id": row["id"], "key": row["key"], "sends": row["sends"],
+            "send_outcome": row["send_outcome"], "first_send_s": row["first_send_s"],
+            "consumed": row["consumed"], "offsets": row["offsets"]}
+
+
+def check(ctx: CheckContext) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Queue and order sections of every run (non-queue runs: not applicable)."""
+    queue_runs = ctx.runs_where(lambda r: r.workload == "queue")
+    queue = {r.index: _not_applicable(r) for r in ctx.runs}
+    order = {r.index: _not_applicable(r) for r in ctx.runs}
+    if queue_runs:
+        history = ctx.history_of(queue_runs)
+        joined = classify(send_table(history), consumption_table(history)).persist(
+            StorageLevel.MEMORY_AND_DISK)
+        try:
+            queue.update(_queue_sections(ctx, joined, queue_runs))
+            order.update(_order_sections(ctx, joined, queue_runs))
+        finally:
+            joined.unpersist()
+    return [queue[r.index] for r in ctx.runs], [order[r.index] for r in ctx.runs]
+
+
+def _queue_sections(ctx: CheckContext, joined: DataFrame, runs: list[int]) -> dict[int, dict]:
+    totals = _totals(joined, runs)
+    ctx.staging.write(_anomalies(joined), "queue")
+    examples: dict[int, dict[str, list]] = {run: {} for run in runs}
+    order = [F.col("first_send_s").asc_nulls_last(), F.col("id")]
+    for row in _first_rows(ctx.staging.read("queue"), ["run", "category"], order, ID_EXAMPLES):
+        examples[row["run"]].setdefault(row["category"], []).append(_example(row))
+    return {run: queue_section(totals[run], examples[run],
+                               ctx.runs[run].spec.tolerates_duplicates) for run in runs}
+
+
+def _order_sections(ctx: CheckContext, joined: DataFrame, runs: list[int]) -> dict[int, dict]:
+    ordered = [run for run in runs if ctx.runs[run].spec.ordered]
+    sections = {run: order_section(False, 0, 0, []) for run in runs}
+    if not ordered:
+        return sections
+    mine = joined.filter(F.col("run").isin(ordered))
+    violations = order_violations(mine).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        counts = {row["run"]: row["count"] for row in violations.groupBy("run").count().collect()}
+        keys = {row["run"]: row["keys"] for row in mine.groupBy("run").agg(
+            F.count_distinct("msg_key").alias("keys")).collect()}
+        examples: dict[int, list] = {run: [] for run in ordered}
+        for row in _first_rows(violations, ["run"], [F.col("first_consumed")], ORDER_EXAMPLES):
+            examples[row["run"]].append({
+                "key": row["msg_key"], "id": row["id"], "consumed_after": row["consumed_after"],
+                "acknowledged_s": row["ok_complete"] / 1e9,
+                "later_send_s": row["latest_earlier_send"] / 1e9,
+                "consumed_s": row["first_consumed"]["time"] / 1e9})
+    finally:
+        violations.unpersist()
+    sections.update({run: order_section(True, counts.get(run, 0), keys.get(run, 0), examples[run])
+                     for run in ordered})
+    return sections

@@ -1,0 +1,190 @@
+"""Reconstructing histories: raw events of many runs -> one row per operation.
+
+Per run and process, events are ordered by time (file order breaks ties), an
+invoke is paired with the completion that follows it, an invoke that never
+completed is closed as `info` (Jepsen's rule for crashed operations), every
+operation is tagged with the fault windows active when it was invoked, and
+indices follow invoke time. Events that break the protocol (a completion with
+no pending invoke, a second invoke while one is pending, a completion of a
+different function) are reported like malformed lines, with file and line.
+
+Two Spark writes keep memory flat however long the history: the paired
+operations first (one shuffle by process), then the indexed history (one
+shuffle by time bucket, with bucket offsets counted in between).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from .ops import INVOKE, OUTCOMES
+from .parse import HISTORY, NEMESIS, locate_lines, parse, read_lines, run_sources
+from .schema import HISTORY as HISTORY_SCHEMA
+from .staging import Staging
+from .windows import FaultEvent, FaultWindow, fault_windows, segments
+
+BUCKET_NS = 1_000_000_000  # indices are counted per second of invoke time, then offset
+MALFORMED_EXAMPLES = 50
+NEVER_COMPLETED = "no completion in the history"
+
+
+@dataclass
+class Reconstruction:
+    """The reconstructed history of all runs plus what was found on the way."""
+
+    history: DataFrame  # HISTORY_SCHEMA + `run`
+    windows: list[list[FaultWindow]]
+    fault_problems: list[list[str]]
+    malformed_counts: list[int]
+    malformed_examples: list[list[dict[str, Any]]] = field(default_factory=list)
+
+
+def _fault_events(events: DataFrame, n_runs: int) -> list[list[FaultEvent]]:
+    """The valid nemesis events of every run (a few per run: collected)."""
+    rows = (events.filter((F.col("kind") == NEMESIS) & F.col("problem").isNull())
+            .select("run", "seq", "f", "time", "value").collect())
+    per_run: list[list[FaultEvent]] = [[] for _ in range(n_runs)]
+    for row in rows:
+        value = json.loads(row["value"]) if row["value"] else {}
+        per_run[row["run"]].append(FaultEvent(
+            fault=row["f"], phase=value.get("phase"), time=row["time"], value=value,
+            order=row["seq"]))
+    return per_run
+
+
+def _next(column: str, window: Window) -> Column:
+    return F.lead(column).over(window)
+
+
+def pair(events: DataFrame) -> DataFrame:
+    """One row per invoke (is_op) plus one row per reportable problem.
+
+    Valid client events are partitioned by (run, process); every other line
+    (malformed, nemesis) lands in the null-process partition and only passes
+    through to keep its problem.
+    """
+    client = (F.col("kind") == HISTORY) & F.col("problem").isNull()
+    events = events.withColumn("process_id", F.when(client, F.col("process").cast("long")))
+    by_process = Window.partitionBy("run", "process_id").orderBy("time", "seq")
+    nexts = ("type", "f", "key", "value", "time", "node", "error", "seq")
+    paired = events.select(
+        "*", *[_next(c, by_process).alias(f"next_{c}") for c in nexts],
+        F.lag("type").over(by_process).alias("prev_type"))
+
+    is_client = F.col("process_id").isNotNull()
+    is_invoke = is_client & (F.col("type") == INVOKE)
+    completed = is_invoke & F.coalesce(F.col("next_type").isin(*OUTCOMES), F.lit(False))
+    mismatch = completed & (F.col("next_f") != F.col("f"))
+    orphan = is_client & (F.col("type") != INVOKE) & (
+        F.col("prev_type").isNull() | (F.col("prev_type") != INVOKE))
+    process = F.col("process_id").cast("string")
+    problem = (
+        F.when(F.col("problem").isNotNull(), F.col("problem"))
+        .when(is_invoke & (F.col("next_type") == INVOKE),
+              F.concat(F.lit("invoke of process "), process,
+                       F.lit(" never completed before its next invoke")))
+        .when(mismatch, F.concat(F.lit("completion f="), F.col("next_f"),
+                                 F.lit(" does not match invoke f="), F.col("f"))))
+    problem = problem.when(orphan, F.concat(F.col("type"), F.lit(" completion of process "),
+                                            process, F.lit(" without a pending invoke")))
+    return paired.filter(F.col("problem").isNotNull() | is_invoke | orphan).select(
+        "run",
+        "seq",
+        F.when(mismatch, F.col("next_seq")).otherwise(F.col("seq")).alias("line_seq"),
+        is_invoke.alias("is_op"),
+        problem.alias("problem"),
+        F.col("process_id").alias("process"),
+        "f",
+        F.coalesce("key", "next_key").alias("key"),
+        F.when(completed, F.col("next_type")).otherwise(F.lit("info")).alias("type"),
+        F.col("time").alias("invoke_time"),
+        F.when(completed, F.col("next_time")).alias("complete_time"),
+        F.col("value").alias("invoke_value"),
+        F.when(completed, F.col("next_value")).alias("value"),
+        F.when(completed, F.coalesce("next_node", "node")).otherwise(F.col("node")).alias("node"),
+        F.when(completed, F.col("next_error")).otherwise(F.lit(NEVER_COMPLETED)).alias("error"),
+        (is_invoke & ~completed).alias("dangling"),
+    )
+
+
+def _bucket() -> Column:
+    return F.floor(F.col("invoke_time") / BUCKET_NS).cast("long")
+
+
+def _bucket_offsets(spark: SparkSession, ops: DataFrame) -> DataFrame:
+    """Per (run, second of invoke time): how many operations come before it."""
+    counts = ops.groupBy("run", _bucket().alias("bucket")).count().collect()
+    offsets, seen = [], {}
+    for row in sorted(counts, key=lambda r: (r["run"], r["bucket"])):
+        base = seen.get(row["run"], 0)
+        offsets.append((row["run"], row["bucket"], base))
+        seen[row["run"]] = base + row["count"]
+    return spark.createDataFrame(offsets, "o_run int, o_bucket long, base long")
+
+
+def _tag_faults(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWindow]]) -> DataFrame:
+    """Add `faults`: ids of the fault windows active at each operation's invoke."""
+    pieces = [(run, lo, hi, ids) for run, run_windows in enumerate(windows)
+              for lo, hi, ids in segments(run_windows)]
+    seg = F.broadcast(spark.createDataFrame(pieces, "s_run int, lo long, hi long, ids array<int>"))
+    joined = ops.join(seg, (F.col("run") == F.col("s_run")) & (F.col("invoke_time") >= F.col("lo"))
+                      & (F.col("invoke_time") < F.col("hi")), "left")
+    return joined.withColumn("faults", F.coalesce("ids", F.array().cast("array<int>")))
+
+
+def index_history(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWindow]]) -> DataFrame:
+    """Tag faults and number operations by invoke time within each run."""
+    offsets = F.broadcast(_bucket_offsets(spark, ops))
+    tagged = (_tag_faults(spark, ops, windows).withColumn("bucket", _bucket())
+              .join(offsets, (F.col("run") == F.col("o_run")) & (F.col("bucket") == F.col("o_bucket"))))
+    in_bucket = Window.partitionBy("run", "bucket").orderBy("invoke_time", "seq")
+    indexed = (tagged.repartitionByRange("run", "bucket")
+               .withColumn("index", F.col("base") + F.row_number().over(in_bucket) - 1))
+    return indexed.select("run", *HISTORY_SCHEMA.fieldNames())
+
+
+def _empty_history(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame([], HISTORY_SCHEMA).withColumn("run", F.lit(0))
+
+
+def _malformed(lines: DataFrame, paired: DataFrame, staging: Staging,
+               n_runs: int) -> tuple[list[int], list[list[dict[str, Any]]]]:
+    """Locate and stage the problem rows; return counts and first examples per run."""
+    problems = paired.filter(F.col("problem").isNotNull())
+    counts = [0] * n_runs
+    for row in problems.groupBy("run").count().collect():
+        counts[row["run"]] = row["count"]
+    examples: list[list[dict[str, Any]]] = [[] for _ in range(n_runs)]
+    if not any(counts):
+        return counts, examples
+    rows = problems.select("run", F.col("line_seq").alias("seq"), F.col("problem").alias("reason"))
+    staging.write(locate_lines(lines, rows), "malformed")
+    first = Window.partitionBy("run").orderBy("file", "line")
+    for row in (staging.read("malformed").withColumn("rank", F.row_number().over(first))
+                .filter(F.col("rank") <= MALFORMED_EXAMPLES).orderBy("run", "rank").collect()):
+        examples[row["run"]].append(
+            {"file": row["file"], "line": row["line"], "reason": row["reason"], "text": row["text"]})
+    return counts, examples
+
+
+def reconstruct(spark: SparkSession, run_dirs: list[Path], staging: Staging) -> Reconstruction:
+    """Reconstruct the histories of `run_dirs` (run i = run_dirs[i]) in shared Spark jobs."""
+    n_runs = len(run_dirs)
+    sources = [s for run, d in enumerate(run_dirs) for s in run_sources(run, d)]
+    lines = read_lines(spark, sources)
+    if lines is None:
+        return Reconstruction(_empty_history(spark), [[] for _ in run_dirs],
+                              [[] for _ in run_dirs], [0] * n_runs, [[] for _ in run_dirs])
+    events = parse(lines)
+    found = [fault_windows(evs) for evs in _fault_events(events, n_runs)]
+    windows = [w for w, _ in found]
+    staging.write(pair(events), "paired")
+    paired = staging.read("paired")
+    counts, examples = _malformed(lines, paired, staging, n_runs)
+    staging.write(index_history(spark, paired.filter("is_op"), windows), "history")
+    return Reconstruction(staging.read("history"), windows, [p for _, p in found], counts, examples)

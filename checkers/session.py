@@ -1,0 +1,87 @@
+"""The Spark session of the checkers: local by default, quiet on the terminal.
+
+Spark's JVM and its Python workers write their logs to stdout/stderr of the
+process that launched them. We launch the JVM with both pointed at a log file
+in the store, so `chaos check` shows only its own output, while everything
+Spark says is still kept for whoever needs it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+
+# Small-data defaults: no web UI, no console progress bar (we draw our own),
+# few shuffle partitions (the default 200 costs seconds per shuffle on 2
+# cores). Anything here can be overridden with --conf.
+DEFAULT_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.python.worker.reuse": "true",
+    "spark.sql.adaptive.enabled": "true",
+}
+
+# On a local master Spark's sockets stay on loopback.
+LOCAL_CONF: dict[str, str] = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.memory": "2g",
+}
+
+
+@contextlib.contextmanager
+def _output_redirected(log_file: Path) -> Iterator[None]:
+    """Point fds 1 and 2 at `log_file` while a child (the JVM) is started."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        with open(log_file, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Spark settings for `master`: our defaults, then the user's `conf` on top."""
+    settings = dict(DEFAULT_CONF)
+    if master.startswith("local"):
+        settings.update(LOCAL_CONF)
+    settings.update(conf or {})
+    return settings
+
+
+def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
+              log_file: Path | None = None) -> SparkSession:
+    """The active Spark session, or a new one on `master` logging into `log_file`.
+
+    An already running session (a test fixture, a harness that checks many
+    runs) is reused as it is: Spark cannot change master or JVM options later.
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    master = master or DEFAULT_MASTER
+    builder = SparkSession.builder.master(master).appName("chaos-check")
+    for key, value in session_conf(master, conf).items():
+        builder = builder.config(key, value)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if log_file is None:
+        return builder.getOrCreate()
+    with _output_redirected(Path(log_file)):
+        return builder.getOrCreate()

@@ -1,0 +1,61 @@
+"""Tables of many runs written in one Spark job, then handed to each run.
+
+Spark writes a table of all runs partitioned by `run` into a staging
+directory (one job, however many runs); `publish` then moves each run's
+partition into `<run_dir>/checked/<table>.parquet`. Staging lives next to the
+runs, so publishing is a rename on the same file system.
+"""
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+CHECKED_DIR = "checked"
+
+
+class Staging:
+    """A scratch directory for run-partitioned tables; removed on close."""
+
+    def __init__(self, spark: SparkSession, parent: Path) -> None:
+        self.spark = spark
+        self.root = Path(parent) / f".chaos-check-{uuid.uuid4().hex[:12]}"
+        self.root.mkdir(parents=True)
+        self._schemas: dict[str, T.StructType] = {}
+
+    def path(self, table: str) -> str:
+        return str(self.root / table)
+
+    def write(self, df: DataFrame, table: str) -> None:
+        """Write `df` (with a `run` column) partitioned by run."""
+        self._schemas[table] = df.schema
+        df.write.mode("overwrite").partitionBy("run").parquet(self.path(table))
+
+    def read(self, table: str) -> DataFrame:
+        """A staged table (with its `run` column), also when it has no rows at all."""
+        return self.spark.read.schema(self._schemas[table]).parquet(self.path(table))
+
+    def publish(self, table: str, run_dirs: list[Path], schema: T.StructType) -> None:
+        """Move each run's part to its checked/ directory (an empty table if it has none)."""
+        for run, run_dir in enumerate(run_dirs):
+            target = Path(run_dir) / CHECKED_DIR / f"{table}.parquet"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                shutil.rmtree(target)
+            part = self.root / table / f"run={run}"
+            if part.is_dir():
+                shutil.move(part, target)
+            else:
+                self.spark.createDataFrame([], schema).coalesce(1).write.parquet(str(target))
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> "Staging":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

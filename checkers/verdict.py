@@ -1,0 +1,50 @@
+"""Verdicts: merging validity the Jepsen way and turning crashes into `unknown`."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterable
+
+Valid = bool | str  # True, False or "unknown"
+UNKNOWN = "unknown"
+_RANK = {False: 0, UNKNOWN: 1, True: 2}
+
+log = logging.getLogger(__name__)
+
+
+def merge_valid(verdicts: Iterable[Valid]) -> Valid:
+    """false beats unknown beats true; no verdicts at all is true (nothing failed)."""
+    worst: Valid = True
+    for verdict in verdicts:
+        if verdict not in _RANK:
+            raise ValueError(f"not a verdict: {verdict!r}")
+        if _RANK[verdict] < _RANK[worst]:
+            worst = verdict
+    return worst
+
+
+def exit_code(verdict: Valid) -> int:
+    """The CLI exit code of a verdict: 0 valid, 1 invalid, 2 unknown."""
+    return {True: 0, False: 1, UNKNOWN: 2}[verdict]
+
+
+def crashed(error: BaseException) -> dict[str, Any]:
+    """The section of a checker that raised: unknown, with the error."""
+    return {"valid": UNKNOWN, "error": f"{type(error).__name__}: {error}"}
+
+
+def guarded(name: str, check: Callable[[], list[dict[str, Any]]], n_runs: int) -> list[dict[str, Any]]:
+    """Run a checker over all runs; if it raises, every run gets `unknown` with the error."""
+    try:
+        sections = check()
+    except Exception as exc:  # a checker bug must not lose the other checkers' verdicts
+        log.exception("checker %s failed", name)
+        return [crashed(exc) for _ in range(n_runs)]
+    if len(sections) != n_runs:
+        return [crashed(RuntimeError(f"{name} returned {len(sections)} sections for {n_runs} runs"))
+                for _ in range(n_runs)]
+    return sections
+
+
+def merge_results(sections: dict[str, dict[str, Any]]) -> Valid:
+    """The top verdict of a results.json from its checker sections."""
+    return merge_valid(section.get("valid", UNKNOWN) for section in sections.values())

@@ -1,0 +1,144 @@
+"""`chaos up`, `chaos down`, `chaos nodes`: the local cluster and node status."""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli import UserError
+from inventory import Inventory, InventoryError, Pool, load, netns
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(up)
+    cli.add_command(down)
+    cli.add_command(nodes)
+
+
+@click.command()
+@click.option("--nodes", "-n", "size", type=int, default=netns.DEFAULT_NODES, show_default=True,
+              help=f"Number of nodes ({netns.MIN_NODES} to {netns.MAX_NODES}).")
+@click.option("--name", default=netns.DEFAULT_NAME, show_default=True,
+              help="Cluster name; clusters with different names coexist.")
+def up(size: int, name: str) -> None:
+    """Create a local cluster of namespace nodes (needs root).
+
+    One network namespace per node, each with its own IP, iptables and sshd,
+    joined by a bridge.
+
+    Prints the path of the inventory file it wrote (use it with --inventory).
+    An existing cluster of the same name is replaced.
+    """
+    console = Console(stderr=True)
+    started = time.monotonic()
+    try:
+        with console.status(f"creating cluster {name} with {size} nodes") as status:
+            def progress(node: str) -> None:
+                status.update(f"creating cluster {name}: node {node} of {size} is up, waiting for the rest")
+
+            inventory = netns.up(name, size, on_node=progress)
+    except InventoryError as error:
+        raise UserError(str(error)) from None
+    except OSError as error:  # e.g. CHAOS_HOME not writable
+        raise UserError(f"cannot create cluster {name}: {error}") from None
+    first, last = inventory.nodes[0].host, inventory.nodes[-1].host
+    console.print(f"cluster {name}: {size} nodes ({first} .. {last}) up in {time.monotonic() - started:.1f} s")
+    click.echo(str(inventory.source))
+
+
+@click.command()
+@click.option("--name", default=netns.DEFAULT_NAME, show_default=True, help="Cluster to remove.")
+@click.option("--all", "everything", is_flag=True, help="Remove every local cluster.")
+def down(name: str, everything: bool) -> None:
+    """Remove a local cluster and any stale ones (needs root).
+
+    Removes every process in the cluster's namespaces (sshd, SUT), the
+    namespaces, bridge and veths, its keys and its state directory.
+
+    Also removes clusters left behind by crashed runs (a creation that never
+    finished, a test cluster whose test process is gone, namespaces without a
+    state directory).
+    """
+    try:
+        if everything:
+            removed = netns.down_all()
+        else:
+            removed = [f"cluster {name}: removed"] if netns.down(name) else []
+            removed += netns.down_stale()
+    except InventoryError as error:
+        raise UserError(str(error)) from None
+    except OSError as error:
+        raise UserError(f"cannot remove local clusters: {error}") from None
+    for line in removed:
+        click.echo(line)
+    if not removed:
+        click.echo("nothing to remove" if everything else f"nothing to remove (no cluster named {name})")
+
+
+@click.command()
+@click.option("--inventory", "-i", "inventory_file", type=click.Path(path_type=Path),
+              help="Inventory YAML file (any kind: netns, docker, ssh).")
+@click.option("--name", help=f"Local cluster name (default: {netns.DEFAULT_NAME}).")
+def nodes(inventory_file: Path | None, name: str | None) -> None:
+    """Show the nodes and whether each answers over SSH.
+
+    A table of node, address, roles, reachable and kernel uptime (local
+    nodes share the host's kernel, so they show the host's uptime).
+
+    Exits non-zero if a node is unreachable.
+    """
+    inventory = _inventory(inventory_file, name)
+    with Pool(inventory, connect_timeout=5) as pool:
+        probes = _probe(pool, inventory)
+    table = Table(title=f"{inventory.name} ({inventory.kind}, {len(inventory.nodes)} nodes)")
+    for column in ("node", "address", "roles", "reachable", "uptime"):
+        table.add_column(column)
+    for node in inventory.nodes:
+        uptime, error = probes[node.name]
+        address = node.host if node.port == 22 else f"{node.host}:{node.port}"
+        reachable = "[green]yes[/]" if error is None else "[red]no[/]"
+        table.add_row(node.name, address, ",".join(node.roles) or "-", reachable, uptime or "-")
+    Console().print(table)
+    failed = {n: e for n, (_, e) in probes.items() if e is not None}
+    if failed:
+        first = next(iter(failed.values()))
+        raise UserError(f"{len(failed)} of {len(probes)} nodes unreachable; first: {first}")
+
+
+def _inventory(inventory_file: Path | None, name: str | None) -> Inventory:
+    if inventory_file is not None and name is not None:
+        raise UserError("give either --inventory or --name, not both")
+    try:
+        if inventory_file is None:
+            name = name or netns.DEFAULT_NAME
+            inventory_file = netns.inventory_path(name)
+            if not inventory_file.exists():
+                raise UserError(f"no local cluster named {name}: create it with `chaos up --name {name}` "
+                                "or pass --inventory FILE")
+        return load(inventory_file)
+    except InventoryError as error:
+        raise UserError(str(error)) from None
+
+
+def _probe(pool: Pool, inventory: Inventory) -> dict[str, tuple[str | None, InventoryError | None]]:
+    """Uptime of every node over SSH, or the error that prevented it."""
+    def probe(node: str) -> tuple[str | None, InventoryError | None]:
+        try:
+            seconds = float(pool.run(node, ["cat", "/proc/uptime"], timeout=10).stdout.split()[0])
+        except InventoryError as error:
+            return None, error
+        return _duration(seconds), None
+
+    with ThreadPoolExecutor(max_workers=len(inventory.nodes)) as executor:
+        return dict(zip(inventory.names, executor.map(probe, inventory.names)))
+
+
+def _duration(seconds: float) -> str:
+    minutes, _ = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours:02d}h {minutes:02d}m" if days else f"{hours}h {minutes:02d}m"

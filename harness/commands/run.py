@@ -1,0 +1,162 @@
+"""`chaos run` (one chaos run end to end), `chaos import` / `chaos export` (Jepsen EDN)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from harness.cli import UserError
+from harness.edn import EdnError, export_run, import_history
+from harness.spec import RunSpec, SpecError, build_spec, known_profiles, known_workloads
+from harness.store import Store, StoreError, check_writable, find_run_dir
+
+VERDICTS = {True: "valid", False: "INVALID", "unknown": "unknown", None: "unknown"}
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(run)
+    cli.add_command(import_command)
+    cli.add_command(export)
+
+
+def _default(name: str) -> Any:
+    return RunSpec.model_fields[name].default
+
+
+def _parse_mix(text: str | None) -> dict[str, float] | None:
+    """`read=2,write=1` -> {"read": 2.0, "write": 1.0}."""
+    if not text:
+        return None
+    mix = {}
+    for part in text.split(","):
+        name, sep, weight = part.partition("=")
+        try:
+            mix[name.strip()] = float(weight)
+        except ValueError:
+            raise UserError(f"--mix {text}: expected op=weight pairs like read=2,write=1, got {part!r}") from None
+        if not sep or not name.strip():
+            raise UserError(f"--mix {text}: expected op=weight pairs like read=2,write=1, got {part!r}")
+    return mix
+
+
+@click.command()
+@click.option("--profile", "-p", help=f"SUT profile: {', '.join(known_profiles())} "
+                                      f"[default: {_default('profile')}].")
+@click.option("--workload", "-w", help=f"Workload: {', '.join(known_workloads())} "
+                                       f"[default: {_default('workload')}].")
+@click.option("--fault", "-f", "faults", multiple=True,
+              help="Fault to inject, repeatable; options after the name, e.g. random-loss:probability=0.3 "
+                   f"(list: chaos faults) [default: {', '.join(_default('faults'))}].")
+@click.option("--time", "-t", "time_s", type=float,
+              help=f"Seconds of workload with faults [default: {_default('time'):g}].")
+@click.option("--rate", type=float, help=f"Operations per second, all clients [default: {_default('rate'):g}].")
+@click.option("--concurrency", "-c", type=int,
+              help=f"Logical client processes [default: {_default('concurrency')}].")
+@click.option("--interval", "-i", type=float,
+              help=f"Seconds of quiet before each fault, and of each fault [default: {_default('interval'):g}].")
+@click.option("--recovery", type=float,
+              help=f"Seconds to wait after healing, before the final phase [default: {_default('recovery'):g}].")
+@click.option("--seed", type=int, help="Seed of the operation and fault schedules [default: random, recorded].")
+@click.option("--nodes", "-n", type=int, help="Size of the local cluster [default: the running one, else 5].")
+@click.option("--inventory", type=click.Path(path_type=Path), help="Inventory file (ssh, docker, netns).")
+@click.option("--store", "-s", type=click.Path(path_type=Path),
+              help=f"Store directory [default: {_default('store')}].")
+@click.option("--queues", type=int, help=f"Queues of the topic (queue, log) [default: {_default('queues')}].")
+@click.option("--keys", type=int, help=f"Registers (register) [default: {_default('keys')}].")
+@click.option("--ordered", is_flag=True, default=None,
+              help="queue: one producer per shard key and one queue per key; order is checked.")
+@click.option("--mix", help="Operation weights, e.g. read=2,write=1,cas=1 [default: the workload's].")
+@click.option("--op-timeout", type=float,
+              help=f"Seconds before a call counts as indeterminate [default: {_default('op_timeout'):g}].")
+@click.option("--drain-timeout", type=float,
+              help=f"Longest final phase, seconds [default: {_default('drain_timeout'):g}].")
+@click.option("--target", "targets", multiple=True,
+              help="Roles faults may hit, repeatable: brokers, controllers, nameservers [default: all].")
+@click.option("--no-check", is_flag=True, help="Skip the checkers (the verdict is then unknown).")
+@click.option("--spark-master", help="Spark master URL for the checkers [default: local[*]].")
+@click.option("--dry-run", is_flag=True, help="Validate and print the schedules; start nothing.")
+@click.option("--quiet", "-q", is_flag=True, help="No live progress line.")
+def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...], no_check: bool,
+        mix: str | None, dry_run: bool, quiet: bool, **options: Any) -> None:
+    """Run one chaos test: deploy the SUT, drive the workload while faults are
+    injected, heal, drain, check, and exit 0 (valid), 1 (invalid) or 2 (unknown).
+
+    Without --inventory the run uses the local cluster of `chaos up`, or brings
+    one up (root needed) and takes it down afterwards. Everything is recorded
+    under STORE/<campaign>/runs/<run>/ (STORE/latest points at the newest).
+    """
+    console = Console(stderr=True)
+    values = dict(options, faults=faults or None, time=time_s, targets=targets or None,
+                  mix=_parse_mix(mix), check=False if no_check else None)
+    try:
+        spec = build_spec(values, check_store=not dry_run)
+    except SpecError as exc:
+        raise UserError(str(exc)) from None
+    from harness.run import RunLifecycle, plan_summary
+    if dry_run:
+        _show_plan(spec, plan_summary(spec))
+        return
+    console.print(f"chaos run: {spec.summary()}")
+    outcome = RunLifecycle(spec, console, show_progress=not quiet).execute()
+    if outcome.error:
+        console.print(f"[red]run {outcome.status}:[/] {outcome.error}", highlight=False)
+    verdict = VERDICTS.get(outcome.valid, str(outcome.valid)) if outcome.status == "complete" else outcome.status
+    click.echo(f"verdict: {verdict} (exit {outcome.exit_code})")
+    click.echo(f"store: {outcome.run.path}")
+    sys.exit(outcome.exit_code)
+
+
+def _show_plan(spec: RunSpec, summary: dict[str, Any]) -> None:
+    click.echo(f"run: {spec.summary()}")
+    ops = ", ".join(f"{f} {n}" for f, n in sorted(summary["by_f"].items()))
+    click.echo(f"operations: {summary['operations']} ({ops}), digest {summary['operations_digest']}")
+    click.echo(f"faults: {len(summary['faults'])} events, digest {summary['faults_digest']}")
+    for event in summary["faults"]:
+        click.echo(f"  {event['offset_s']:8.3f}s  {event['phase']:<5}  {event['fault']}  (window {event['window']})")
+
+
+@click.command("import")
+@click.argument("edn_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--store", "-s", type=click.Path(path_type=Path), default=Path("store"), show_default=True)
+@click.option("--workload", "-w", type=click.Choice(known_workloads()),
+              help="Which workload's checks apply [default: guessed from the operation names].")
+@click.option("--check", is_flag=True, help="Run the checkers on the imported history and exit with the verdict.")
+def import_command(edn_file: Path, store: Path, workload: str | None, check: bool) -> None:
+    """Import a Jepsen EDN history as a run (a campaign of one run) in the store.
+
+    Client ops go to history/imported.jsonl and nemesis ops to nemesis.jsonl,
+    so every checker works on it as on a recorded run. Prints the run directory.
+    """
+    try:
+        check_writable(store)
+        run_dir = import_history(edn_file, Store(store), workload)
+    except (EdnError, StoreError) as exc:
+        raise UserError(str(exc)) from None
+    click.echo(str(run_dir.path))
+    if check:
+        from checkers.pipeline import check_runs
+        results = check_runs([run_dir.path])
+        valid = results[0].get("valid", "unknown") if results else "unknown"
+        click.echo(f"verdict: {VERDICTS.get(valid, str(valid))}")
+        sys.exit({True: 0, False: 1}.get(valid, 2))
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False),
+              help="EDN file to write [default: RUN_DIR/history.edn].")
+def export(run_dir: Path, output: Path | None) -> None:
+    """Export a run's history (client and nemesis events) as a Jepsen EDN history.
+
+    RUN_DIR is a run directory, a campaign with one run, or a store (its latest).
+    """
+    try:
+        run = find_run_dir(run_dir)
+        out = output or run.path / "history.edn"
+        count = export_run(run.path, out)
+    except (StoreError, ValueError, OSError) as exc:
+        raise UserError(str(exc)) from None
+    click.echo(f"{count} ops -> {out}")

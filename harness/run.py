@@ -1,0 +1,447 @@
+"""One run, end to end (DESIGN.md section 3): the lifecycle behind `chaos run`.
+
+    cluster -> deploy -> workload + fault schedule -> heal -> recovery ->
+    drain -> collect logs -> stop -> checkers -> report -> run.json
+
+Everything the run does is written under its run directory as it happens,
+so a run cut short still leaves what it recorded. Faults are healed whatever
+happens (the schedule runner heals in its own `finally`, and the lifecycle
+heals the journal once more as a safety net); the SUT is stopped and a
+cluster the run brought up is taken down again, also on Ctrl-C. A second
+Ctrl-C during clean-up is deferred until the clean-up is done.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import platform
+import random
+import secrets
+import signal
+import subprocess
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import faults
+import nuclei
+import workloads
+from harness.spec import RunSpec
+from harness.store import RunDir, Store, new_campaign_id, slug, write_json
+from inventory import Inventory, InventoryError, Pool, load, netns
+from workloads.base import Workload
+from workloads.clients import Endpoints
+from workloads.generator import GeneratorSpec, plan
+from workloads.history import Clock, EventLog
+from workloads.runner import Progress, WorkloadRun
+
+REPO = Path(__file__).resolve().parent.parent
+HEALTHY_TIMEOUT_S = 90.0
+EXIT_CODES = {True: 0, False: 1}
+
+
+class RunError(Exception):
+    """A run could not go on (cluster, deploy, fault setup): one line, recorded in run.json."""
+
+
+# -- planning (pure): what `--dry-run` shows and run.json records --------------------------
+
+def make_workload(spec: RunSpec) -> Workload:
+    return workloads.WORKLOADS[spec.workload](spec.workload_options())
+
+
+def fault_schedule(spec: RunSpec, fault_specs: list[faults.FaultSpec] | None = None) -> list[faults.ScheduledEvent]:
+    """The fault schedule of the run: a pure function of (seed, spec)."""
+    specs = fault_specs or [faults.FaultSpec.parse(text) for text in spec.faults]
+    schedule = faults.ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.interval)
+    return faults.plan(spec.seed, schedule, spec.time) if spec.has_faults else []
+
+
+def operation_plan(spec: RunSpec, workload: Workload | None = None):
+    workload = workload or make_workload(spec)
+    return plan(GeneratorSpec(seed=spec.seed, rate=spec.rate, concurrency=spec.concurrency,
+                              duration=spec.time), workload)
+
+
+def plan_summary(spec: RunSpec) -> dict[str, Any]:
+    """Counts and digests of the operation and fault schedules (same seed, same digests)."""
+    ops = operation_plan(spec)
+    op_text = json.dumps([[op.at, op.worker, op.f, op.key, op.value] for op in ops], sort_keys=True)
+    schedule = [{"offset_s": ev.offset, "fault": ev.fault.label(), "phase": ev.phase, "window": ev.window}
+                for ev in fault_schedule(spec)]
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op.f] = counts.get(op.f, 0) + 1
+    return {"operations": len(ops), "by_f": counts,
+            "operations_digest": hashlib.sha256(op_text.encode()).hexdigest()[:16],
+            "faults": schedule,
+            "faults_digest": hashlib.sha256(json.dumps(schedule).encode()).hexdigest()[:16]}
+
+
+# -- the record (run.json) -------------------------------------------------------------
+
+def versions() -> dict[str, Any]:
+    try:
+        harness_version = metadata.version("rocketmq-chaos")
+    except metadata.PackageNotFoundError:
+        harness_version = None
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=5).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"harness": harness_version, "git_commit": commit, "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+@dataclass
+class RunRecord:
+    """What run.json says about the run; saved at every phase change."""
+
+    spec: RunSpec
+    run: RunDir
+    campaign_id: str
+    started: float = field(default_factory=time.time)
+    status: str = "running"
+    error: str | None = None
+    valid: Any = None
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
+    inventory: dict[str, Any] | None = None
+    cluster: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    history_origin_s: float | None = None
+    heal: list[str] = field(default_factory=list)
+    _versions: dict[str, Any] = field(default_factory=versions)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": "run", "run_id": self.run.run_id, "campaign_id": self.campaign_id,
+            "workload": self.spec.workload, "profile": self.spec.profile, "faults": list(self.spec.faults),
+            "seed": self.spec.seed, "ordered": self.spec.ordered,
+            "spec": self.spec.model_dump(mode="json"),
+            "status": self.status, "error": self.error, "valid": self.valid,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "timings": {"phases": self.phases, "history_origin_s": self.history_origin_s,
+                        "total_s": round(time.time() - self.started, 3)},
+            "plan": self.summary, "inventory": self.inventory, "cluster": self.cluster,
+            "heal": self.heal, "notes": self.notes, "versions": self._versions,
+        }
+
+    def save(self) -> None:
+        write_json(self.run.run_json, self.as_json())
+
+    @contextlib.contextmanager
+    def phase(self, name: str, progress: "LiveStatus | None" = None) -> Iterator[None]:
+        if progress is not None:
+            progress.phase = name
+        begin = time.time() - self.started
+        self.phases[name] = {"start_s": round(begin, 3)}
+        self.save()
+        try:
+            yield
+        finally:
+            self.phases[name]["end_s"] = round(time.time() - self.started, 3)
+            self.save()
+
+
+@dataclass
+class RunOutcome:
+    run: RunDir
+    status: str
+    valid: Any
+    error: str | None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.valid, 2) if self.status == "complete" else 2
+
+
+# -- live progress ------------------------------------------------------------------------
+
+class LiveStatus:
+    """Elapsed time, phase, ops ok/fail/info and the current fault, for rich.Live."""
+
+    def __init__(self, spec: RunSpec) -> None:
+        self.spec = spec
+        self.began = time.monotonic()
+        self.phase = "starting"
+        self.ops = Progress()
+        self.fault = "quiet"
+
+    def line(self) -> str:
+        done = self.ops.completions
+        return (f"[{time.monotonic() - self.began:6.1f}s] {self.phase:<9} "
+                f"ok {done['ok']:>5}  fail {done['fail']:>4}  info {done['info']:>4}  "
+                f"in flight {self.ops.in_flight:>3}  fault: {self.fault}")
+
+    def __rich__(self) -> str:
+        return self.line()
+
+
+@contextlib.contextmanager
+def live_display(status: LiveStatus, console: Any, enabled: bool) -> Iterator[None]:
+    """A live status line on a terminal; a line every 10 s otherwise (logs, CI)."""
+    if not enabled:
+        yield
+        return
+    if console.is_terminal:
+        from rich.live import Live
+        with Live(status, console=console, refresh_per_second=4, transient=False):
+            yield
+        return
+    stop = threading.Event()
+
+    def ticker() -> None:
+        while not stop.wait(10):
+            console.print(status.line(), highlight=False)
+    thread = threading.Thread(target=ticker, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        console.print(status.line(), highlight=False)
+
+
+@contextlib.contextmanager
+def deferred_sigint(console: Any) -> Iterator[None]:
+    """During clean-up a Ctrl-C only says to wait: healing and stopping must finish."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def say(signum: int, frame: Any) -> None:
+        console.print("[yellow]cleaning up (healing faults, stopping the SUT): please wait[/]")
+    previous = signal.signal(signal.SIGINT, say)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# -- the cluster --------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def cluster_for(spec: RunSpec, record: RunRecord, console: Any) -> Iterator[Inventory]:
+    """The nodes of the run: --inventory, else the local default cluster if it is up,
+    else a local cluster brought up for this run and taken down after it."""
+    if spec.inventory is not None:
+        record.cluster = {"source": "inventory", "file": str(spec.inventory)}
+        yield load(spec.inventory)
+        return
+    existing = netns.inventory_path(netns.DEFAULT_NAME)
+    if existing.is_file():
+        inventory = load(existing)
+        if spec.nodes is None or spec.nodes == len(inventory.nodes):
+            record.cluster = {"source": "existing", "name": netns.DEFAULT_NAME, "file": str(existing)}
+            yield inventory
+            return
+    size = spec.nodes or netns.DEFAULT_NODES
+    name = f"run-{secrets.token_hex(3)}"
+    console.print(f"bringing up a local cluster {name} of {size} nodes (taken down after the run)")
+    record.cluster = {"source": "provisioned", "name": name, "nodes": size}
+    inventory = netns.up(name, size, persistent=False)
+    try:
+        yield inventory
+    finally:
+        with deferred_sigint(console):
+            netns.down(name)
+
+
+def inventory_record(inventory: Inventory) -> dict[str, Any]:
+    data = inventory.model_dump(mode="json")
+    data["source"] = str(inventory.source) if inventory.source else None
+    return data
+
+
+# -- the run --------------------------------------------------------------------------------
+
+class RunLifecycle:
+    """Runs one spec; `execute()` returns the outcome (never raises for run failures)."""
+
+    def __init__(self, spec: RunSpec, console: Any, show_progress: bool = True,
+                 campaign_id: str | None = None, run_id: str | None = None) -> None:
+        self.spec = spec
+        self.console = console
+        self.show_progress = show_progress
+        self.store = Store(spec.store)
+        self.campaign_id = campaign_id or new_campaign_id()
+        self.run = self.store.new_run(self.campaign_id, run_id or default_run_id(spec))
+        self.record = RunRecord(spec, self.run, self.campaign_id)
+        self.status = LiveStatus(spec)
+        self.record.summary = plan_summary(spec)
+
+    def execute(self) -> RunOutcome:
+        write_json(self.store.campaign_dir(self.campaign_id) / "campaign.json",
+                   {"campaign_id": self.campaign_id, "kind": "ad-hoc", "runs": [self.run.run_id]})
+        self.record.save()
+        try:
+            with cluster_for(self.spec, self.record, self.console) as inventory:
+                self.record.inventory = inventory_record(inventory)
+                self._on_cluster(inventory)
+            self.record.status = "complete"
+        except KeyboardInterrupt:
+            self.record.status, self.record.error = "interrupted", "interrupted by Ctrl-C"
+        except (RunError, InventoryError, faults.FaultError) as exc:
+            self.record.status, self.record.error = "error", str(exc)
+        except Exception as exc:  # noqa: BLE001 - keep what was recorded, say what broke
+            self.record.status, self.record.error = "error", f"{type(exc).__name__}: {exc}"
+            (self.run.path / "harness-error.txt").write_text(traceback.format_exc())
+        if self.record.status == "complete":
+            self._check_and_report()
+        self.record.save()
+        return RunOutcome(self.run, self.record.status, self.record.valid, self.record.error)
+
+    # -- on the cluster ---------------------------------------------------------------------
+    def _on_cluster(self, inventory: Inventory) -> None:
+        from sut.deploy import Deployer
+        from sut.profiles import get as get_profile
+        needed = get_profile(self.spec.profile).nodes_needed
+        if len(inventory.nodes) < needed:
+            raise RunError(f"profile {self.spec.profile} needs {needed} nodes, "
+                           f"inventory {inventory.name} has {len(inventory.nodes)}")
+        fault_specs = faults.validate(self.spec.faults, inventory.names)
+        with Pool(inventory) as pool:
+            deployer = Deployer(pool, inventory, self.spec.profile, self.run.path)
+            journal = nuclei.Journal(self.run.journal_file)
+            try:
+                with self.record.phase("deploy", self.status):
+                    deployer.install()
+                    deployer.start()
+                    deployer.wait_healthy(HEALTHY_TIMEOUT_S)
+                with live_display(self.status, self.console, self.show_progress):
+                    asyncio.run(self._drive(pool, inventory, deployer, journal, fault_specs))
+            finally:
+                with deferred_sigint(self.console):
+                    self._clean_up(pool, deployer, journal)
+
+    def _clean_up(self, pool: Pool, deployer: Any, journal: nuclei.Journal) -> None:
+        """Heal anything still applied, collect logs, stop the SUT: each step even if one fails."""
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("heal", lambda: self._heal(pool, deployer, journal)),
+            ("collect", lambda: deployer.collect_logs(self.run.nodes_dir)),
+            ("stop", deployer.stop),
+        ]
+        for name, step in steps:
+            try:
+                with self.record.phase(name, self.status):
+                    step()
+            except Exception as exc:  # noqa: BLE001 - the next step must still run
+                self.record.notes.append(f"{name} failed: {type(exc).__name__}: {exc}")
+
+    def _heal(self, pool: Pool, deployer: Any, journal: nuclei.Journal) -> None:
+        if not self.run.journal_file.exists() or not journal.pending():
+            return
+        report = nuclei.heal(pool, journal, start=deployer.start_process)
+        self.record.heal += report.done
+        if not report.ok:
+            raise RunError("heal incomplete, run `chaos heal --store "
+                           f"{self.run.path}`: " + "; ".join(report.errors))
+
+    async def _drive(self, pool: Pool, inventory: Inventory, deployer: Any, journal: nuclei.Journal,
+                     fault_specs: list[faults.FaultSpec]) -> None:
+        """Workload and fault schedule together; then heal, recover, drain."""
+        spec = self.spec
+        workload = make_workload(spec)
+        endpoints = endpoints_of(deployer)
+        names = {node.host: node.name for node in inventory.nodes}
+
+        async def connect() -> Any:
+            return workload.client(endpoints, names)
+
+        clock = Clock()
+        self.record.history_origin_s = round(time.time() - self.record.started, 3)
+        run = WorkloadRun(workload, connect, self.run.history_dir, clock, self.status.ops)
+        nemesis_log = EventLog(self.run.nemesis_file)
+        lock = threading.Lock()
+
+        def emit(event: dict[str, Any]) -> None:
+            with lock:
+                nemesis_log.write(event)
+
+        def on_change(active: list[faults.ActiveFault]) -> None:
+            self.status.fault = " + ".join(map(str, active)) if active else "quiet"
+
+        ctx = faults.FaultContext(
+            pool=pool, nodes=list(inventory.nodes), rng=random.Random(f"{spec.seed}:faults"),
+            journal=journal, processes=deployer.processes, start_process=deployer.start_process,
+            leader=deployer.leader, target_roles=faults.normalize_roles(list(spec.targets)),
+            emit=emit, run_start_ns=clock.origin_ns)
+        stop = threading.Event()
+        schedule = fault_schedule(spec, fault_specs)
+        try:
+            with self.record.phase("setup", self.status):
+                await run.setup()
+            with self.record.phase("main", self.status):
+                fault_task = asyncio.ensure_future(
+                    asyncio.to_thread(faults.run_schedule, ctx, schedule, stop, on_change))
+                try:
+                    await run.main_phase(operation_plan(spec, workload), spec.time)
+                finally:
+                    stop.set()
+                    with self.record.phase("heal-faults", None), deferred_sigint(self.console):
+                        await asyncio.shield(fault_task)
+            with self.record.phase("recovery", self.status):
+                await asyncio.sleep(spec.recovery)
+            with self.record.phase("final", self.status):
+                await run.final_phase()
+                if run.final_timed_out:
+                    self.record.notes.append(f"final phase cut off after --drain-timeout {spec.drain_timeout:g}s")
+        finally:
+            await run.close()
+            nemesis_log.close()
+
+    # -- checking -----------------------------------------------------------------------------
+    def _check_and_report(self) -> None:
+        if self.spec.check:
+            try:
+                with self.record.phase("check", self.status):
+                    from checkers.pipeline import check_runs
+                    results = check_runs([self.run.path], spark_master=self.spec.spark_master)
+                self.record.valid = results[0].get("valid", "unknown") if results else "unknown"
+            except ImportError as exc:
+                self.record.notes.append(f"checkers not available ({exc}); verdict unknown")
+                self.record.valid = "unknown"
+            except Exception as exc:  # noqa: BLE001
+                self.record.notes.append(f"checkers failed: {type(exc).__name__}: {exc}")
+                self.record.valid = "unknown"
+        render = report_renderer()
+        if render is not None:
+            try:
+                with self.record.phase("report", self.status):
+                    render(self.run.path)
+            except Exception as exc:  # noqa: BLE001
+                self.record.notes.append(f"report failed: {type(exc).__name__}: {exc}")
+
+
+def report_renderer() -> Callable[[Path], Any] | None:
+    """The reports package's run renderer, if that package provides one yet."""
+    try:
+        import reports
+    except ImportError:
+        return None
+    for name in ("render_run", "render"):
+        func = getattr(reports, name, None)
+        if callable(func):
+            return func
+    return None
+
+
+def endpoints_of(deployer: Any) -> Endpoints:
+    """The deployer's endpoints as the workloads' Endpoints."""
+    found = deployer.endpoints()
+    get = found.get if isinstance(found, dict) else (lambda k, d=None: getattr(found, k, d))
+    return Endpoints(namesrv=list(get("namesrv", []) or get("nameservers", []) or []),
+                     brokers=list(get("brokers", []) or []), kv=list(get("kv", []) or []))
+
+
+def default_run_id(spec: RunSpec) -> str:
+    return slug(f"{spec.profile}-{spec.workload}-{spec.fault_label}")

@@ -1,0 +1,197 @@
+"""The run spec: everything a run depends on, validated before anything starts.
+
+A typo (unknown profile, workload or fault), a run shorter than one fault
+interval, or a store that cannot be written must fail in a second with one
+line naming the option and what to do, not minutes later with a half-built
+cluster. The resolved spec is written to run.json, so a run can be repeated
+with `chaos run --spec run.json`-style tooling (the seed makes it replayable).
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+import workloads
+from harness.store import StoreError, check_writable
+from sut import profiles
+from workloads.base import WorkloadOptions
+
+# Option names as the user types them, for error messages.
+OPTION_NAMES = {
+    "profile": "--profile", "workload": "--workload", "faults": "--fault", "time": "--time",
+    "rate": "--rate", "concurrency": "--concurrency", "interval": "--interval",
+    "recovery": "--recovery", "seed": "--seed", "nodes": "--nodes", "inventory": "--inventory",
+    "store": "--store", "queues": "--queues", "keys": "--keys", "ordered": "--ordered",
+    "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
+    "op_timeout": "--op-timeout",
+}
+NO_FAULT = "noop"
+
+
+class SpecError(ValueError):
+    """An invalid run spec, as one line."""
+
+
+# -- registries (one place for each fact: the names live in their own packages) -----
+
+def known_profiles() -> list[str]:
+    return sorted(profiles.PROFILES)
+
+
+def nodes_needed(profile: str) -> int:
+    return profiles.get(profile).nodes_needed
+
+
+def known_workloads() -> list[str]:
+    return sorted(workloads.WORKLOADS)
+
+
+def check_fault(text: str) -> None:
+    """A fault name with options (`random-loss:probability=0.3`) that the registry accepts."""
+    import faults
+    try:
+        spec = faults.FaultSpec.parse(text)
+        faults.create(spec.name, **dict(spec.options))
+    except (faults.FaultError, faults.ScheduleError) as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _one_of(kind: str, value: str, known: list[str]) -> str:
+    if value not in known:
+        raise ValueError(f"unknown {kind} {value!r}; known: {', '.join(known)}")
+    return value
+
+
+class RunSpec(BaseModel):
+    """A chaos run: what to deploy, which workload, which faults, for how long."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    profile: str = "dledger-3"
+    workload: str = "queue"
+    faults: tuple[str, ...] = ("random-kill",)
+    time: float = Field(60.0, gt=0, description="seconds of workload + faults (main phase)")
+    rate: float = Field(20.0, gt=0, description="operations per second, all clients together")
+    concurrency: int = Field(6, ge=1, le=512, description="logical client processes")
+    interval: float = Field(15.0, gt=0, description="seconds of quiet before each fault, and of each fault")
+    recovery: float = Field(15.0, ge=0, description="seconds to wait after healing")
+    seed: int = Field(default_factory=lambda: random.randrange(2**31))
+    nodes: int | None = Field(None, ge=1, le=32)
+    inventory: Path | None = None
+    store: Path = Path("store")
+    # workload options
+    queues: int = Field(4, ge=1, le=64, description="queues of the topic (queue, log)")
+    keys: int = Field(3, ge=1, le=64, description="register keys (register)")
+    ordered: bool = Field(False, description="queue: one producer per shard key, one queue per key")
+    drain_timeout: float = Field(60.0, gt=0, description="seconds the drain may take at most")
+    mix: dict[str, float] = Field(default_factory=dict, description="operation weights (empty: default)")
+    op_timeout: float = Field(6.0, gt=0, description="seconds before a call counts as indeterminate")
+    # fault options
+    targets: tuple[str, ...] = Field((), description="roles faults may hit (empty: every role)")
+    # checking
+    check: bool = True
+    spark_master: str | None = None
+
+    @field_validator("profile")
+    @classmethod
+    def _profile_is_known(cls, value: str) -> str:
+        return _one_of("profile", value, known_profiles())
+
+    @field_validator("workload")
+    @classmethod
+    def _workload_is_known(cls, value: str) -> str:
+        return _one_of("workload", value, known_workloads())
+
+    @field_validator("faults")
+    @classmethod
+    def _faults_are_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError(f"give at least one fault (or {NO_FAULT!r} for none)")
+        for text in value:
+            check_fault(text)
+        return value
+
+    @field_validator("targets")
+    @classmethod
+    def _roles_are_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        import faults
+        try:
+            faults.normalize_roles(value)
+        except faults.TargetError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("inventory")
+    @classmethod
+    def _inventory_exists(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"inventory file {value} does not exist")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RunSpec":
+        if self.nodes is not None and self.inventory is not None:
+            raise ValueError("give either --nodes (local cluster) or --inventory, not both")
+        needed = nodes_needed(self.profile)
+        if self.nodes is not None and self.nodes < needed:
+            raise ValueError(f"--nodes {self.nodes}: profile {self.profile} needs {needed} nodes")
+        if self.has_faults and self.time < 2 * self.interval:
+            raise ValueError(
+                f"--time {self.time:g}s is shorter than one fault interval: each fault comes after "
+                f"--interval {self.interval:g}s of quiet and lasts as long ({2 * self.interval:g}s in all), "
+                f"so no fault would run; raise --time or lower --interval")
+        workload = workloads.WORKLOADS[self.workload]
+        problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def workload_options(self) -> WorkloadOptions:
+        return WorkloadOptions(concurrency=self.concurrency, queues=self.queues, keys=self.keys,
+                               ordered=self.ordered, mix=dict(self.mix), op_timeout=self.op_timeout,
+                               drain_timeout=self.drain_timeout)
+
+    @property
+    def has_faults(self) -> bool:
+        return any(text.split(":")[0] != NO_FAULT for text in self.faults)
+
+    @property
+    def fault_label(self) -> str:
+        return "+".join(self.faults)
+
+    def summary(self) -> str:
+        return (f"{self.profile} / {self.workload} / {self.fault_label}, {self.time:g}s, "
+                f"rate {self.rate:g}/s, concurrency {self.concurrency}, seed {self.seed}")
+
+
+def describe_error(error: ValidationError) -> str:
+    """The first problem of a pydantic error as one line: `--option value: problem`."""
+    first = error.errors()[0]
+    loc = [str(part) for part in first.get("loc", ())]
+    msg = first.get("msg", "invalid").removeprefix("Value error, ")
+    if not loc:
+        return msg
+    option = OPTION_NAMES.get(loc[0], loc[0])
+    value = first.get("input")
+    if first.get("type") == "extra_forbidden":
+        return f"unknown setting {loc[0]!r}"
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value) not in msg:
+        return f"{option} {value}: {msg}"
+    return f"{option}: {msg}"
+
+
+def build_spec(values: dict[str, Any], check_store: bool = True) -> RunSpec:
+    """Validate user input into a RunSpec; SpecError (one line) on any problem."""
+    try:
+        spec = RunSpec.model_validate({k: v for k, v in values.items() if v is not None})
+    except ValidationError as error:
+        raise SpecError(describe_error(error)) from None
+    if check_store:
+        try:
+            check_writable(spec.store)
+        except StoreError as exc:
+            raise SpecError(f"--store: {exc}") from None
+    return spec

@@ -1,0 +1,79 @@
+"""Heal: undo every journaled action that is still applied, verified, node by node.
+
+Used at the end of every run (also after errors and Ctrl-C) and by `chaos heal`
+for a run that crashed. Idempotent: healing a healed run changes nothing.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nuclei import net, process
+from nuclei.journal import Journal, JournalEntry
+from nuclei.remote import NucleusError, in_parallel
+
+NETWORK_ACTIONS = ("drop", "loss")
+
+
+@dataclass
+class HealReport:
+    """What a heal did (one line per action) and what it could not do."""
+
+    done: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def undo(pool: Any, journal: Journal, entry: JournalEntry,
+         start: Callable[[Any], Any] | None = None, proc: Any = None) -> str:
+    """Undo one journaled action and verify it; returns a line saying what was done."""
+    name = entry.params.get("name", "")
+    if entry.action in NETWORK_ACTIONS:
+        net.remove(pool, journal, entry)
+        return f"{entry.node}: removed {entry.action} rules for {', '.join(entry.params.get('peers', []))}"
+    if entry.action == "pause":
+        process.resume(pool, journal, entry)
+        return f"{entry.node}: resumed {name} (pid {entry.params.get('pid')})"
+    if entry.action == "kill":
+        state = process.restart(pool, journal, entry, start=start, proc=proc)
+        if state is None:
+            return f"{entry.node}: {name} was killed and cannot be restarted here (no start command known)"
+        return f"{entry.node}: {name} running again (pid {state.pid})"
+    raise NucleusError(f"journal entry {entry.id}: unknown action {entry.action!r}")
+
+
+def heal(pool: Any, journal: Journal, nodes: Iterable[str] = (),
+         start: Callable[[Any], Any] | None = None) -> HealReport:
+    """Undo everything still applied, then remove our chain on every node that had
+    network actions (plus `nodes`). Nodes are healed in parallel; a failure on
+    one node does not stop the others and leaves its entries pending for a retry."""
+    report = HealReport()
+    by_node: dict[str, list[JournalEntry]] = defaultdict(list)
+    for entry in journal.pending():
+        by_node[entry.node].append(entry)
+    chain_nodes = {entry.node for entry in journal.entries() if entry.action in NETWORK_ACTIONS}
+    chain_nodes.update(nodes)
+
+    def heal_node(node: str) -> None:
+        # Network first so the node can talk again, then processes newest first.
+        entries = by_node.get(node, [])
+        ordered = [e for e in entries if e.action in NETWORK_ACTIONS]
+        ordered += [e for e in reversed(entries) if e.action not in NETWORK_ACTIONS]
+        for entry in ordered:
+            try:
+                report.done.append(undo(pool, journal, entry, start=start))
+            except Exception as error:  # noqa: BLE001 - collect, heal the rest, report all
+                report.errors.append(f"{node}: could not undo {entry.action} ({entry.id}): {error}")
+        if node in chain_nodes:
+            try:
+                net.clear(pool, node, unhook=True)
+            except Exception as error:  # noqa: BLE001
+                report.errors.append(str(error))
+
+    in_parallel(heal_node, sorted(set(by_node) | chain_nodes))
+    return report

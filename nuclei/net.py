@@ -1,0 +1,173 @@
+"""iptables nuclei: drop or randomly lose traffic between a node and some peers.
+
+All rules live in one chain of ours (CHAOS), hooked first into INPUT and
+OUTPUT, and each rule carries a comment naming the journal entry that made it.
+Undoing an action deletes exactly its rules, so a loss and a partition can
+overlap and heal in any order; a full heal flushes the chain, verifies it is
+empty and unhooks it, and never touches anyone else's rules.
+
+The nodes' sshd runs in the same namespace as the rules, so the control
+node's address is never blocked: SSH must keep working during a partition.
+"""
+from __future__ import annotations
+
+import shlex
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from nuclei.journal import Journal, JournalEntry
+from nuclei.remote import NucleusError, sh
+
+CHAIN = "CHAOS"
+
+_ENSURE_CHAIN = f"""
+iptables -w -N {CHAIN} 2>/dev/null
+iptables -w -C INPUT -j {CHAIN} 2>/dev/null || iptables -w -I INPUT 1 -j {CHAIN} || exit 4
+iptables -w -C OUTPUT -j {CHAIN} 2>/dev/null || iptables -w -I OUTPUT 1 -j {CHAIN} || exit 4
+"""
+
+_COUNT_TAG = f"iptables -w -S {CHAIN} 2>/dev/null | grep -cF -- %(needle)s"
+
+_DELETE_TAG = f"""
+rules=$(iptables -w -S {CHAIN} 2>/dev/null | grep -F -- %(needle)s | sed 's/^-A /-D /')
+if [ -n "$rules" ]; then printf '*filter\\n%%s\\nCOMMIT\\n' "$rules" | iptables-restore -w -n || exit 5; fi
+echo "left=$({_COUNT_TAG})"
+"""
+
+_CLEAR_CHAIN = f"""
+if iptables -w -S {CHAIN} >/dev/null 2>&1; then iptables -w -F {CHAIN} || exit 5; fi
+echo "rules=$(iptables -w -S {CHAIN} 2>/dev/null | grep -c '^-A')"
+%(unhook)s
+echo "chain=$(iptables -w -S {CHAIN} >/dev/null 2>&1 && echo yes || echo no)"
+echo "hooks=$(iptables -w -S INPUT | grep -c -- '-j {CHAIN}$')$(iptables -w -S OUTPUT | grep -c -- '-j {CHAIN}$')"
+"""
+
+_UNHOOK = f"""
+while iptables -w -D INPUT -j {CHAIN} 2>/dev/null; do :; done
+while iptables -w -D OUTPUT -j {CHAIN} 2>/dev/null; do :; done
+iptables -w -X {CHAIN} 2>/dev/null
+"""
+
+
+def tag_of(entry: JournalEntry) -> str:
+    """The comment on every rule an entry made (also how heal finds them)."""
+    return f"chaos-{entry.id}"
+
+
+def drop_rules(peers: Sequence[str], tag: str) -> list[str]:
+    """Rules that cut a node off from the peers in both directions."""
+    rules = []
+    for peer in peers:
+        rules.append(f"-A {CHAIN} -s {peer} -m comment --comment {tag} -j DROP")
+        rules.append(f"-A {CHAIN} -d {peer} -m comment --comment {tag} -j DROP")
+    return rules
+
+
+def loss_rules(peers: Sequence[str], probability: float, tag: str) -> list[str]:
+    """Rules that drop each packet to or from the peers with the given probability."""
+    statistic = f"-m statistic --mode random --probability {probability:.6f}"
+    rules = []
+    for peer in peers:
+        rules.append(f"-A {CHAIN} -s {peer} {statistic} -m comment --comment {tag} -j DROP")
+        rules.append(f"-A {CHAIN} -d {peer} {statistic} -m comment --comment {tag} -j DROP")
+    return rules
+
+
+def drop(pool: Any, journal: Journal, node: str, peers: Sequence[str]) -> JournalEntry:
+    """Drop all traffic between `node` and `peers` (both directions); journaled first."""
+    return _apply(pool, journal, "drop", node, peers, lambda tag: drop_rules(peers, tag))
+
+
+def loss(pool: Any, journal: Journal, node: str, peers: Sequence[str], probability: float) -> JournalEntry:
+    """Drop packets between `node` and `peers` at random with `probability` (0 < p <= 1)."""
+    if not 0 < probability <= 1:
+        raise NucleusError(f"loss probability must be in (0, 1], got {probability}")
+    return _apply(pool, journal, "loss", node, peers, lambda tag: loss_rules(peers, probability, tag),
+                  probability=probability)
+
+
+def remove(pool: Any, journal: Journal, entry: JournalEntry) -> None:
+    """Undo a drop/loss: delete exactly its rules, verify none is left, mark it undone."""
+    needle = shlex.quote(f"--comment {tag_of(entry)} ")
+    result = sh(pool, entry.node, _DELETE_TAG % {"needle": needle})
+    if result.exited != 0 or result.stdout.strip() != "left=0":
+        raise NucleusError(f"node {entry.node}: could not remove iptables rules {tag_of(entry)}: "
+                           f"{(result.stdout + result.stderr).strip()[:200]}")
+    journal.mark_undone(entry)
+
+
+def clear(pool: Any, node: str, unhook: bool = False) -> None:
+    """Flush our chain and verify it is empty; with `unhook`, also remove the chain itself."""
+    result = sh(pool, node, _CLEAR_CHAIN % {"unhook": _UNHOOK if unhook else ""})
+    facts = dict(line.split("=", 1) for line in result.stdout.split() if "=" in line)
+    healed = result.exited == 0 and facts.get("rules") == "0"
+    if unhook:
+        healed = healed and facts.get("chain") == "no" and facts.get("hooks") == "00"
+    if not healed:
+        raise NucleusError(f"node {node}: chain {CHAIN} not healed: "
+                           f"{(result.stdout + result.stderr).strip()[:200]}")
+
+
+def chain_rules(pool: Any, node: str) -> list[str]:
+    """The rules in our chain right now (`iptables -S` lines), for checks and tests."""
+    result = sh(pool, node, f"iptables -w -S {CHAIN} 2>/dev/null")
+    return [line for line in result.stdout.splitlines() if line.startswith("-A ")]
+
+
+def _apply(pool: Any, journal: Journal, action: str, node: str, peers: Sequence[str],
+           make_rules: Any, **params: Any) -> JournalEntry:
+    peers = list(dict.fromkeys(peers))
+    _check_peers(pool, node, peers)
+    entry = journal.record(action, node, peers=peers, **params)
+    rules = make_rules(tag_of(entry))
+    restore = shlex.quote("\n".join(["*filter", *rules, "COMMIT", ""]))
+    needle = shlex.quote(f"--comment {tag_of(entry)} ")
+    script = (_ENSURE_CHAIN + f"printf %s {restore} | iptables-restore -w -n || exit 5\n"
+              + _COUNT_TAG % {"needle": needle})
+    result = sh(pool, node, script)
+    if result.exited != 0 or result.stdout.strip() != str(len(rules)):
+        _undo_quietly(pool, journal, entry)
+        raise NucleusError(f"node {node}: iptables {action} rules did not take effect "
+                           f"(exit {result.exited}): {(result.stderr or result.stdout).strip()[:200]}")
+    return entry
+
+
+def _undo_quietly(pool: Any, journal: Journal, entry: JournalEntry) -> None:
+    """After a failed apply: remove what may have been added; a later heal retries."""
+    try:
+        remove(pool, journal, entry)
+    except Exception:  # noqa: BLE001 - the apply error is the one to report
+        pass
+
+
+def _check_peers(pool: Any, node: str, peers: Sequence[str]) -> None:
+    if not peers:
+        raise NucleusError(f"node {node}: no peers to block")
+    for peer in peers:
+        if ":" in peer or not peer.strip() or " " in peer:
+            raise NucleusError(f"node {node}: peer address {peer!r} is not an IPv4 address or host name")
+    control = control_address(pool, node)
+    if control in peers:
+        raise NucleusError(f"node {node}: refusing to block {control}, the control node's address "
+                           f"(SSH to the nodes must keep working)")
+
+
+_control_addresses: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+_control_lock = threading.Lock()
+
+
+def control_address(pool: Any, node: str) -> str:
+    """The address the node sees our SSH connection come from (cached per pool)."""
+    with _control_lock:
+        known = _control_addresses.setdefault(pool, {})
+        if node in known:
+            return known[node]
+    result = pool.run(node, 'echo "${SSH_CLIENT%% *}"', timeout=30, check=False, sudo=False)
+    address = result.stdout.strip()
+    if result.exited != 0 or not address:
+        raise NucleusError(f"node {node}: cannot tell the control node's address (SSH_CLIENT unset)")
+    with _control_lock:
+        known[node] = address
+    return address

@@ -1,0 +1,264 @@
+"""The nameserver: broker registry, topic routes and broker liveness.
+
+Like RocketMQ's RouteInfoManager: brokers register (full data) periodically
+and send lightweight heartbeats in between; a broker silent for
+broker_timeout_ms is removed by a scan every scan_interval_ms. Queue data of
+a topic comes only from the group's master (brokerId 0) registration and
+stays while any broker of the group is alive, so with a dead master the
+route still lists the group with only its slaves: clients can read but not
+write. Nameservers keep no state on disk and do not talk to each other.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sut.config import parse
+from sut.process import Service, StartupError
+from sut.protocol import (
+    MAX_FRAME_BYTES, BadRequest, Command, Connection, RequestCode, ResponseCode, RpcServer, get_field,
+)
+
+RC = ResponseCode
+MASTER_ID = 0
+
+
+@dataclass
+class NameServerConfig:
+    """A nameserver's JSON config (RocketMQ names in brackets)."""
+
+    data_dir: str
+    host: str = "127.0.0.1"
+    port: int = 9876                        # [listenPort]
+    scan_interval_ms: int = 5000            # [scanNotActiveBrokerInterval]
+    broker_timeout_ms: int = 10000          # [brokerNotActiveTimeoutMillis] (RIP-32)
+    max_frame_bytes: int = MAX_FRAME_BYTES
+
+    def validate(self) -> str | None:
+        if self.scan_interval_ms <= 0 or self.broker_timeout_ms <= 0:
+            return "scan_interval_ms and broker_timeout_ms must be positive"
+        return None
+
+
+def create(raw: dict[str, Any], source: str) -> "NameServer":
+    return NameServer(parse(NameServerConfig, raw, f"config {source}"))
+
+
+@dataclass
+class LiveBroker:
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+    ha_addr: str | None
+    role: str
+    ha_mode: str
+    last_seen: float = field(default_factory=time.monotonic)
+    epoch: int = 0  # controller mode: the master epoch (RocketMQ's stateVersion)
+
+
+class RouteTable:
+    """The registry itself: pure bookkeeping, no I/O (unit-testable)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[int, str]] = {}           # broker name -> id -> addr
+        self.clusters: dict[str, str] = {}                    # broker name -> cluster
+        self.live: dict[str, LiveBroker] = {}                 # addr -> info
+        self.topic_queues: dict[str, dict[str, dict[str, int]]] = {}  # topic -> name -> queue data
+
+    def register(self, info: LiveBroker, topics: dict[str, dict[str, int]]) -> bool:
+        """Record a registration; False (nothing changed) for a stale master.
+
+        Controller mode: a broker claiming id 0 with an older master epoch than
+        the live master holding it is a deposed master and is ignored.
+        """
+        holder = self.live.get(self.groups.get(info.broker_name, {}).get(info.broker_id, ""))
+        if (info.broker_id == MASTER_ID and holder is not None and holder.addr != info.addr
+                and holder.epoch > info.epoch):
+            return False
+        group = self.groups.setdefault(info.broker_name, {})
+        self.clusters[info.broker_name] = info.cluster
+        for bid, addr in list(group.items()):  # same address under another id: a role change
+            if addr == info.addr and bid != info.broker_id:
+                del group[bid]
+        old = group.get(info.broker_id)
+        if old is not None and old != info.addr:
+            self.live.pop(old, None)  # another broker took this id (restart elsewhere)
+        group[info.broker_id] = info.addr
+        self.live[info.addr] = info
+        if info.broker_id == MASTER_ID:
+            for topic, data in topics.items():
+                self.topic_queues.setdefault(topic, {})[info.broker_name] = data
+        return True
+
+    def heartbeat(self, addr: str, broker_name: str, broker_id: int) -> bool:
+        info = self.live.get(addr)
+        if info is None or info.broker_name != broker_name or info.broker_id != broker_id:
+            return False
+        info.last_seen = time.monotonic()
+        return True
+
+    def remove(self, addr: str) -> LiveBroker | None:
+        info = self.live.pop(addr, None)
+        if info is None:
+            return None
+        group = self.groups.get(info.broker_name, {})
+        for bid, a in list(group.items()):
+            if a == addr:
+                del group[bid]
+        if not group:
+            self.groups.pop(info.broker_name, None)
+            self.clusters.pop(info.broker_name, None)
+            for topic in list(self.topic_queues):
+                self.topic_queues[topic].pop(info.broker_name, None)
+                if not self.topic_queues[topic]:
+                    del self.topic_queues[topic]
+        return info
+
+    def expired(self, timeout: float) -> list[str]:
+        now = time.monotonic()
+        return [addr for addr, info in self.live.items() if now - info.last_seen > timeout]
+
+    def route(self, topic: str) -> dict[str, Any] | None:
+        queues = self.topic_queues.get(topic)
+        if not queues:
+            return None
+        names = sorted(n for n in queues if self.groups.get(n))
+        if not names:
+            return None
+        return {"topic": topic,
+                "queues": [{"broker_name": n, "read_queues": queues[n]["queues"],
+                            "write_queues": queues[n]["queues"], "perm": queues[n].get("perm", 6)}
+                           for n in names],
+                "brokers": [{"broker_name": n, "cluster": self.clusters.get(n, ""),
+                             "addrs": {str(i): a for i, a in sorted(self.groups[n].items())}}
+                            for n in names]}
+
+    def master_of(self, broker_name: str) -> LiveBroker | None:
+        addr = self.groups.get(broker_name, {}).get(MASTER_ID)
+        return self.live.get(addr) if addr else None
+
+    def cluster_info(self) -> dict[str, Any]:
+        now = time.monotonic()
+        return {"brokers": {n: {"cluster": self.clusters.get(n, ""),
+                                "addrs": {str(i): a for i, a in sorted(g.items())}}
+                            for n, g in sorted(self.groups.items())},
+                "live": {a: {"broker_name": i.broker_name, "broker_id": i.broker_id, "role": i.role,
+                             "ha_addr": i.ha_addr, "ha_mode": i.ha_mode,
+                             "silent_ms": int((now - i.last_seen) * 1000)}
+                         for a, i in sorted(self.live.items())},
+                "topics": {t: sorted(q) for t, q in sorted(self.topic_queues.items())}}
+
+
+class NameServer(Service):
+    role = "namesrv"
+
+    def __init__(self, config: NameServerConfig) -> None:
+        super().__init__(config.data_dir)
+        self.config = config
+        self.table = RouteTable()
+        self.server = RpcServer(config.host, config.port, self.handle, self.log,
+                                max_frame=config.max_frame_bytes)
+        self._handlers = {
+            RequestCode.REGISTER_BROKER: self._on_register,
+            RequestCode.UNREGISTER_BROKER: self._on_unregister,
+            RequestCode.BROKER_HEARTBEAT: self._on_heartbeat,
+            RequestCode.GET_ROUTE: self._on_route,
+            RequestCode.GET_CLUSTER_INFO: self._on_cluster_info,
+            RequestCode.PROCESS_STATUS: self._on_status,
+        }
+
+    async def start(self) -> None:
+        try:
+            await self.server.start()
+        except OSError as exc:
+            raise StartupError(f"cannot listen on {self.config.host}:{self.config.port}: "
+                               f"{exc.strerror or exc}") from None
+        self.spawn(self._scan_loop(), "scan-brokers")
+        self.log.info("nameserver serving on %s:%d", self.config.host, self.config.port)
+
+    async def stop(self) -> None:
+        await self.server.close()
+        await self.cancel_tasks()
+
+    async def handle(self, cmd: Command, conn: Connection) -> Command:
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            return cmd.reply(RC.REQUEST_CODE_NOT_SUPPORTED, {"error": f"unknown request code {cmd.code}"})
+        return await handler(cmd)
+
+    async def _on_register(self, cmd: Command) -> Command:
+        info = LiveBroker(cluster=get_field(cmd, "cluster", str),
+                          broker_name=get_field(cmd, "broker_name", str),
+                          broker_id=get_field(cmd, "broker_id", int),
+                          addr=get_field(cmd, "addr", str),
+                          ha_addr=get_field(cmd, "ha_addr", str, None),
+                          role=get_field(cmd, "role", str, ""),
+                          ha_mode=get_field(cmd, "ha_mode", str, ""),
+                          epoch=get_field(cmd, "epoch", int, 0))
+        topics = _topics_body(cmd.body)
+        known = info.addr in self.table.live
+        if not self.table.register(info, topics):
+            return cmd.reply(RC.SERVICE_NOT_AVAILABLE,
+                             {"error": f"stale master: epoch {info.epoch} is older than the "
+                                       f"live master's"})
+        if not known:
+            self.log.info("broker %s id %d registered from %s (%s)", info.broker_name, info.broker_id,
+                          info.addr, info.role)
+        master = self.table.master_of(info.broker_name)
+        fields: dict[str, Any] = {}
+        if master is not None:
+            fields = {"master_addr": master.addr, "master_ha_addr": master.ha_addr}
+        return cmd.reply(RC.SUCCESS, fields)
+
+    async def _on_unregister(self, cmd: Command) -> Command:
+        addr = get_field(cmd, "addr", str)
+        if self.table.remove(addr) is not None:
+            self.log.info("broker %s unregistered", addr)
+        return cmd.reply(RC.SUCCESS)
+
+    async def _on_heartbeat(self, cmd: Command) -> Command:
+        if self.table.heartbeat(get_field(cmd, "addr", str), get_field(cmd, "broker_name", str),
+                                get_field(cmd, "broker_id", int)):
+            return cmd.reply(RC.SUCCESS)
+        return cmd.reply(RC.QUERY_NOT_FOUND, {"error": "not registered; register first"})
+
+    async def _on_route(self, cmd: Command) -> Command:
+        topic = get_field(cmd, "topic", str)
+        route = self.table.route(topic)
+        if route is None:
+            return cmd.reply(RC.TOPIC_NOT_EXIST, {"error": f"no route for topic {topic}"})
+        return cmd.reply(RC.SUCCESS, {}, json.dumps(route).encode())
+
+    async def _on_cluster_info(self, cmd: Command) -> Command:
+        return cmd.reply(RC.SUCCESS, {}, json.dumps(self.table.cluster_info()).encode())
+
+    async def _on_status(self, cmd: Command) -> Command:
+        return cmd.reply(RC.SUCCESS, {"role": "namesrv", "name": f"{self.config.host}:{self.config.port}",
+                                      "ready": True, "brokers": len(self.table.live)})
+
+    async def _scan_loop(self) -> None:
+        timeout = self.config.broker_timeout_ms / 1000
+        while True:
+            await asyncio.sleep(self.config.scan_interval_ms / 1000)
+            for addr in self.table.expired(timeout):
+                info = self.table.remove(addr)
+                if info is not None:
+                    self.log.warning("broker %s id %d at %s expired (no heartbeat for %.1fs)",
+                                     info.broker_name, info.broker_id, addr, timeout)
+
+
+def _topics_body(body: bytes) -> dict[str, dict[str, int]]:
+    if not body:
+        return {}
+    try:
+        topics = json.loads(body)["topics"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadRequest(f"registration body is not {{\"topics\": {{...}}}}: {exc}") from None
+    if not isinstance(topics, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("queues"), int) for v in topics.values()):
+        raise BadRequest("registration topics must map names to {\"queues\": int, \"perm\": int}")
+    return topics

@@ -1,0 +1,267 @@
+"""SUT profiles: the one place that says which processes run where, with what config.
+
+A profile is pure data: processes, each with a role, a node index and its
+config values. Config values may hold three kinds of markers, filled in by
+`render` once the nodes are known:
+
+- Timing("key"): a timing value from the chosen scale in TIMINGS ("default"
+  = RocketMQ's defaults, "fast" = a tenth, for tests);
+- Address("process", "port_key"): "host:port" of one process of the profile;
+- Peers("role", "port_key", group=None): the list of such addresses for every
+  process of a role (optionally only those whose broker_name is `group`).
+
+Ports are top-level int config fields named `port` or `*_port`, so `render`
+can move them (tests on loopback give every process free ports). `render`
+also sets `host` (the node's address) and `data_dir` (under the node's
+workdir) for every process.
+
+To add a profile, add an entry to PROFILES (and any new timing keys to
+TIMINGS["default"]).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Timing:
+    key: str
+
+
+@dataclass(frozen=True)
+class Address:
+    process: str
+    port: str = "port"
+
+
+@dataclass(frozen=True)
+class Peers:
+    role: str
+    port: str = "port"
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    name: str                 # unique in the profile; also names the data directory
+    role: str                 # namesrv | broker | controller
+    node: int                 # index into the inventory's nodes
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    processes: tuple[ProcessSpec, ...]
+
+    @property
+    def nodes_needed(self) -> int:
+        return max(p.node for p in self.processes) + 1
+
+    def of_role(self, role: str) -> list[ProcessSpec]:
+        return [p for p in self.processes if p.role == role]
+
+
+class ProfileError(Exception):
+    """An unknown profile or a profile that does not fit the inventory (one line)."""
+
+
+# -- timing scales ------------------------------------------------------------------
+TIMINGS: dict[str, dict[str, int]] = {
+    "default": {
+        # nameserver (RIP-32 lightweight heartbeats)
+        "namesrv_scan_interval_ms": 5000,        # scanNotActiveBrokerInterval
+        "broker_timeout_ms": 10000,              # brokerNotActiveTimeoutMillis
+        "broker_heartbeat_interval_ms": 1000,    # brokerHeartbeatInterval
+        "broker_register_interval_ms": 30000,    # registerNameServerPeriod
+        # store
+        "flush_interval_ms": 500,                # flushIntervalCommitLog
+        "sync_flush_timeout_ms": 5000,           # syncFlushTimeout
+        "checkpoint_interval_ms": 1000,          # flushIntervalConsumeQueue
+        "offset_flush_interval_ms": 5000,        # flushConsumerOffsetInterval
+        # classic HA
+        "slave_timeout_ms": 3000,                # slaveTimeout
+        "ha_heartbeat_interval_ms": 5000,        # haSendHeartbeatInterval
+        "ha_housekeeping_ms": 20000,             # haHousekeepingInterval
+        "ha_reconnect_interval_ms": 5000,        # HAClient reconnect wait
+        # DLedger (Raft): heartBeatTimeIntervalMs, min/maxVoteIntervalMs, push resend
+        "raft_heartbeat_interval_ms": 2000,
+        "raft_min_vote_interval_ms": 300,
+        "raft_max_vote_interval_ms": 1000,
+        "raft_resend_ms": 1000,
+    },
+}
+TIMINGS["fast"] = {k: max(1, v // 10) for k, v in TIMINGS["default"].items()}
+
+
+def timing_values(scale: str) -> dict[str, int]:
+    if scale not in TIMINGS:
+        raise ProfileError(f"unknown timing scale '{scale}' (known: {', '.join(sorted(TIMINGS))})")
+    return TIMINGS[scale]
+
+
+# -- building blocks -------------------------------------------------------------------
+DEFAULT_TOPICS = {"chaos": 4}
+
+NAMESRV = {"port": 9876,
+           "scan_interval_ms": Timing("namesrv_scan_interval_ms"),
+           "broker_timeout_ms": Timing("broker_timeout_ms")}
+
+BROKER_BASE: dict[str, Any] = {
+    "port": 10911,
+    "ha_port": 10912,
+    "cluster": "chaos",
+    "namesrv_addrs": Peers("namesrv"),
+    "topics": DEFAULT_TOPICS,
+    "register_interval_ms": Timing("broker_register_interval_ms"),
+    "heartbeat_interval_ms": Timing("broker_heartbeat_interval_ms"),
+    "offset_flush_interval_ms": Timing("offset_flush_interval_ms"),
+    "store": {"flush_disk_type": "ASYNC_FLUSH",
+              "flush_interval_ms": Timing("flush_interval_ms"),
+              "sync_flush_timeout_ms": Timing("sync_flush_timeout_ms"),
+              "checkpoint_interval_ms": Timing("checkpoint_interval_ms")},
+}
+
+MASTER_SLAVE_HA: dict[str, Any] = {
+    "slave_timeout_ms": Timing("slave_timeout_ms"),
+    "heartbeat_interval_ms": Timing("ha_heartbeat_interval_ms"),
+    "housekeeping_ms": Timing("ha_housekeeping_ms"),
+    "reconnect_interval_ms": Timing("ha_reconnect_interval_ms"),
+}
+
+
+def _master_slave(name: str, master_role: str, description: str) -> Profile:
+    def broker(proc: str, node: int, broker_id: int, role: str) -> ProcessSpec:
+        ha = {**MASTER_SLAVE_HA, "broker_role": role}
+        if role == "SYNC_MASTER":
+            ha["in_sync_replicas"] = 2
+        return ProcessSpec(proc, "broker", node, {**BROKER_BASE, "broker_name": "broker-a",
+                                                  "broker_id": broker_id, "ha_mode": "master-slave",
+                                                  "ha": ha})
+    return Profile(name, description, (
+        ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
+        broker("broker-a-0", 0, 0, master_role),
+        broker("broker-a-1", 1, 1, "SLAVE"),
+    ))
+
+
+DLEDGER_HA: dict[str, Any] = {
+    "heartbeat_interval_ms": Timing("raft_heartbeat_interval_ms"),
+    "min_vote_interval_ms": Timing("raft_min_vote_interval_ms"),
+    "max_vote_interval_ms": Timing("raft_max_vote_interval_ms"),
+    "resend_ms": Timing("raft_resend_ms"),
+}
+
+
+def _dledger(name: str, size: int) -> Profile:
+    """One broker group of `size` brokers whose commitlog is a Raft log (sut/dledger.py);
+    the Raft endpoint of each broker is its ha_port."""
+    brokers = tuple(
+        ProcessSpec(f"broker-a-{i}", "broker", i, {
+            **BROKER_BASE, "broker_name": "broker-a", "broker_id": i + 1, "ha_mode": "dledger",
+            "ha": {**DLEDGER_HA, "peers": Peers("broker", "ha_port", group="broker-a")}})
+        for i in range(size))
+    return Profile(name, f"DLedger mode: {size} brokers, the commitlog replicated by Raft, "
+                         f"majority ack, automatic failover", (ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
+                                                               *brokers))
+
+
+PROFILES: dict[str, Profile] = {
+    "dledger-3": _dledger("dledger-3", 3),
+    "dledger-5": _dledger("dledger-5", 5),
+    "master-slave-sync": _master_slave(
+        "master-slave-sync", "SYNC_MASTER",
+        "classic HA: a SYNC_MASTER waits for its slave (in_sync_replicas 2), no failover"),
+    "master-slave-async": _master_slave(
+        "master-slave-async", "ASYNC_MASTER",
+        "classic HA: an ASYNC_MASTER acks before its slave has the data, no failover"),
+    "single-broker": Profile("single-broker", "one nameserver and one broker, no replication "
+                             "(smoke tests and benchmarks)", (
+        ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
+        ProcessSpec("broker-a-0", "broker", 0, {**BROKER_BASE, "broker_name": "broker-a",
+                                                "broker_id": 0, "ha_mode": "master-slave",
+                                                "ha": {"broker_role": "ASYNC_MASTER"}}),
+    )),
+}
+
+
+def get(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ProfileError(f"unknown profile '{name}' (known: {', '.join(sorted(PROFILES))})") from None
+
+
+# -- rendering ---------------------------------------------------------------------------
+@dataclass
+class RenderedProcess:
+    """One process ready to start: its final JSON config and where it runs."""
+
+    name: str
+    role: str
+    node: int
+    host: str
+    config: dict[str, Any]
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.config['port']}"
+
+    @property
+    def data_dir(self) -> str:
+        return self.config["data_dir"]
+
+
+PortMap = Callable[[str, str, int], int]  # (process name, port key, profile's port) -> port
+
+
+def render(profile: Profile, hosts: list[str], workdirs: list[str], timing: str = "default",
+           ports: PortMap | None = None) -> list[RenderedProcess]:
+    """Concrete configs for every process of a profile on the given nodes."""
+    if len(hosts) < profile.nodes_needed or len(workdirs) < profile.nodes_needed:
+        raise ProfileError(f"profile {profile.name} needs {profile.nodes_needed} nodes, "
+                           f"the inventory has {min(len(hosts), len(workdirs))}")
+    values = timing_values(timing)
+    placed: dict[str, RenderedProcess] = {}
+    for spec in profile.processes:
+        config = _resolve_timing(dict(spec.config), values, f"{profile.name}/{spec.name}")
+        for key, value in list(config.items()):
+            if (key == "port" or key.endswith("_port")) and isinstance(value, int):
+                config[key] = ports(spec.name, key, value) if ports else value
+        config["host"] = hosts[spec.node]
+        config["data_dir"] = f"{workdirs[spec.node].rstrip('/')}/data/{spec.name}"
+        placed[spec.name] = RenderedProcess(spec.name, spec.role, spec.node, hosts[spec.node], config)
+    for proc in placed.values():
+        proc.config = _resolve_addresses(proc.config, placed, f"{profile.name}/{proc.name}")
+    return list(placed.values())
+
+
+def _resolve_timing(value: Any, values: dict[str, int], where: str) -> Any:
+    if isinstance(value, Timing):
+        if value.key not in values:
+            raise ProfileError(f"{where}: unknown timing key '{value.key}'")
+        return values[value.key]
+    if isinstance(value, Mapping):
+        return {k: _resolve_timing(v, values, where) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_resolve_timing(v, values, where) for v in value]
+    return value
+
+
+def _resolve_addresses(value: Any, placed: dict[str, RenderedProcess], where: str) -> Any:
+    if isinstance(value, Address):
+        proc = placed.get(value.process)
+        if proc is None or value.port not in proc.config:
+            raise ProfileError(f"{where}: no process '{value.process}' with a '{value.port}'")
+        return f"{proc.host}:{proc.config[value.port]}"
+    if isinstance(value, Peers):
+        return [f"{p.host}:{p.config[value.port]}" for p in placed.values()
+                if p.role == value.role and value.port in p.config
+                and (value.group is None or p.config.get("broker_name") == value.group)]
+    if isinstance(value, Mapping):
+        return {k: _resolve_addresses(v, placed, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve_addresses(v, placed, where) for v in value]
+    return value

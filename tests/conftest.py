@@ -1,0 +1,89 @@
+"""Shared fixtures: real local clusters (network namespaces + sshd) for tests.
+
+Usage in any test module::
+
+    @pytest.mark.cluster
+    def test_something(netns_cluster):
+        inventory, pool = netns_cluster          # 3 nodes, shared by the module
+        pool.run("n1", ["hostname"])
+
+    @pytest.mark.cluster
+    def test_bigger(make_cluster):
+        inventory, pool = make_cluster(5)        # a fresh cluster of its own
+
+Every cluster gets a unique name (pid + random suffix), so parallel test runs
+do not collide, and is removed at the end of the module, also when tests fail.
+Clusters are created non-persistent: if the test process dies without tearing
+down, the next test session (or `chaos down`) sweeps them as stale.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from inventory import Inventory, Pool, netns
+
+ClusterFactory = Callable[..., tuple[Inventory, Pool]]
+_CLUSTER_FIXTURES = {"make_cluster", "netns_cluster"}
+_swept_stale = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use a cluster fixture carry the `cluster` marker even if they forget it."""
+    for item in items:
+        if _CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
+
+
+def skip_unless_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: creates network namespaces, a bridge and sshd processes")
+
+
+def unique_cluster_name(prefix: str = "t") -> str:
+    return f"{prefix}{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _sweep_stale_once() -> None:
+    """Remove clusters of earlier test processes that died before their teardown."""
+    global _swept_stale
+    if not _swept_stale:
+        netns.down_stale()
+        _swept_stale = True
+
+
+@pytest.fixture(scope="module")
+def make_cluster() -> Iterator[ClusterFactory]:
+    """Factory fixture: `make_cluster(n=3)` -> (inventory, pool) of a fresh local cluster."""
+    skip_unless_root()
+    _sweep_stale_once()
+    created: list[tuple[str, Pool]] = []
+
+    def factory(n: int = 3) -> tuple[Inventory, Pool]:
+        name = unique_cluster_name()
+        inventory = netns.up(name, n, persistent=False)
+        pool = Pool(inventory)
+        created.append((name, pool))
+        return inventory, pool
+
+    try:
+        yield factory
+    finally:
+        errors = []
+        for name, pool in reversed(created):
+            pool.close()
+            try:
+                netns.down(name)
+            except Exception as error:  # keep tearing down the others
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+
+@pytest.fixture(scope="module")
+def netns_cluster(make_cluster: ClusterFactory) -> tuple[Inventory, Pool]:
+    """A 3-node local cluster shared by the tests of one module."""
+    return make_cluster(3)

@@ -1,0 +1,55 @@
+"""Helpers shared by the controller test modules (tests/test_controller_*.py)."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Awaitable, Callable
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free TCP ports on 127.0.0.1 (bound then released)."""
+    socks, ports = [], []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        socks.append(sock)
+        ports.append(sock.getsockname()[1])
+    for sock in socks:
+        sock.close()
+    return ports
+
+
+async def eventually(predicate: Callable[[], Awaitable[bool] | bool], timeout: float,
+                     what: str, interval: float = 0.05):
+    """Poll until predicate() is truthy; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if asyncio.iscoroutine(value):
+                value = await value
+            if value:
+                return value
+        except Exception as exc:  # keep polling; report the last error
+            last = exc
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}"
+                         + (f" (last error: {last!r})" if last else ""))
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.1):
+    """Synchronous eventually()."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:
+            last = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}"
+                         + (f" (last error: {last!r})" if last else ""))

@@ -1,0 +1,79 @@
+"""Bad input to `chaos run` fails at once, in one line, before anything starts."""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.run import plan_summary
+from harness.spec import RunSpec, SpecError, build_spec
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(cli, ["run", *args])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--profile", "nope"], "--profile: unknown profile 'nope'; known: "),
+    (["--workload", "bank"], "--workload: unknown workload 'bank'; known: log, queue, register"),
+    (["--fault", "random-kill", "--fault", "meteor"], "unknown fault 'meteor'"),
+    (["--fault", "random-loss:colour=red"], "fault random-loss: unknown option(s) colour"),
+    (["--time", "20", "--interval", "15"], "--time 20s is shorter than one fault interval"),
+    (["--time", "-1"], "--time -1.0: Input should be greater than 0"),
+    (["--concurrency", "1"], "workload queue needs --concurrency of at least 2"),
+    (["--workload", "register", "--profile", "master-slave-sync"],
+     "workload register needs a profile with a Raft key-value store"),
+    (["--nodes", "2", "--profile", "dledger-3"], "--nodes 2: profile dledger-3 needs 3 nodes"),
+    (["--workload", "register", "--mix", "read=1,fly=2"], "unknown operation(s) fly"),
+    (["--mix", "send"], "--mix send: expected op=weight pairs"),
+    (["--target", "routers"], "unknown role(s) routers"),
+    (["--inventory", "/nonexistent/inv.yaml"], "inventory file /nonexistent/inv.yaml does not exist"),
+])
+def test_bad_options_are_one_line_errors_and_nothing_starts(tmp_path, args, message):
+    store = tmp_path / "store"
+    result = run_cli(*args, "--store", str(store))
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    assert message in lines[0]
+    assert "Traceback" not in result.output
+    assert not store.exists()  # nothing was created, let alone deployed
+
+
+def test_an_unwritable_store_is_a_one_line_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = run_cli("--store", str(blocker / "store"))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"Error: --store: store {blocker / 'store'}: cannot create directory: Not a directory"]
+
+
+def test_noop_needs_no_fault_interval():
+    spec = build_spec({"fault": None, "faults": ["noop"], "time": 5, "interval": 15}, check_store=False)
+    assert not spec.has_faults and plan_summary(spec)["faults"] == []
+
+
+def test_the_same_seed_gives_the_same_operation_and_fault_schedules():
+    values = {"seed": 1234, "time": 40, "interval": 5, "faults": ["random-kill", "random-partition"]}
+    a, b = (plan_summary(build_spec(values, check_store=False)) for _ in range(2))
+    assert a == b and a["operations"] > 0 and len(a["faults"]) >= 4
+    other = plan_summary(build_spec(dict(values, seed=1235), check_store=False))
+    assert other["operations_digest"] != a["operations_digest"]
+    assert other["faults"] != a["faults"]
+
+
+def test_dry_run_prints_the_schedules_and_repeats_them_for_the_same_seed(tmp_path):
+    args = ["--seed", "99", "--time", "30", "--interval", "5", "--dry-run", "--store", str(tmp_path / "s")]
+    first, second = run_cli(*args), run_cli(*args)
+    assert first.exit_code == 0, first.output
+    assert first.output == second.output
+    assert "digest" in first.output and "start  random-kill" in first.output
+    assert not (tmp_path / "s").exists()
+
+
+def test_spec_defaults_are_valid_and_seed_is_drawn_and_recorded():
+    spec = RunSpec()
+    assert spec.profile and spec.seed >= 0
+    with pytest.raises(SpecError):
+        build_spec({"concurrency": 0}, check_store=False)
