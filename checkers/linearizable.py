@@ -130,4 +130,4 @@ def check(ctx: CheckContext, analyze: Analyze | None = None) -> list[dict[str, A
             per_run[run].append((key, json.loads(verdict)))
         sections.update({run: linearizable_section(models[run], limits[run], per_run[run])
                          for run in models})
-    return [sections[r.index] for r in ctx.runs]
+    return [{"linearizable": sections[r.index]} for r in ctx.runs]

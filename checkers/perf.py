@@ -93,5 +93,5 @@ def check(ctx: CheckContext) -> list[dict[str, Any]]:
     widths = {r.index: bucket_seconds(r.end) for r in ctx.runs}
     latency = latency_table(ctx.history)
     series = series_table(ctx.spark, ctx.history, widths)
-    return [perf_section(r, latency.get(r.index, []), series.get(r.index, []), widths[r.index])
-            for r in ctx.runs]
+    return [{"perf": perf_section(r, latency.get(r.index, []), series.get(r.index, []),
+                                  widths[r.index])} for r in ctx.runs]

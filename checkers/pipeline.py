@@ -93,21 +93,24 @@ def _result(run: RunFacts | None, run_dir: Path, sections: dict[str, dict[str, A
     }
 
 
+# (progress step, the results.json sections it fills, the checker)
+CHECKERS = (
+    ("stats", ("stats",), stats.check),
+    ("queue and order", ("queue", "order"), queue.check),
+    ("rto", ("rto",), rto.check),
+    ("perf", ("perf",), perf.check),
+    ("linearizability", ("linearizable",), linearizable.check),
+)
+
+
 def _run_checkers(ctx: CheckContext, step: Progress) -> list[dict[str, dict[str, Any]]]:
-    n = len(ctx.runs)
-    step("stats")
-    sections: dict[str, list[dict[str, Any]]] = {"stats": guarded("stats", lambda: stats.check(ctx), n)}
-    step("queue and order")
-    both = guarded("queue", lambda: [list(pair) for pair in zip(*queue.check(ctx))], n)
-    sections["queue"] = [b[0] if isinstance(b, list) else b for b in both]
-    sections["order"] = [b[1] if isinstance(b, list) else b for b in both]
-    step("rto")
-    sections["rto"] = guarded("rto", lambda: rto.check(ctx), n)
-    step("perf")
-    sections["perf"] = guarded("perf", lambda: perf.check(ctx), n)
-    step("linearizability")
-    sections["linearizable"] = guarded("linearizable", lambda: linearizable.check(ctx), n)
-    return [{name: per_run[i] for name, per_run in sections.items()} for i in range(n)]
+    """Every checker over all runs; per run, its sections by name."""
+    per_run: list[dict[str, dict[str, Any]]] = [{} for _ in ctx.runs]
+    for name, sections, checker in CHECKERS:
+        step(name)
+        for mine, found in zip(per_run, guarded(sections, lambda: checker(ctx), len(ctx.runs))):
+            mine.update(found)
+    return per_run
 
 
 def _check(spark: Any, run_dirs: list[Path], staging: Staging, step: Progress) -> list[dict[str, Any]]:

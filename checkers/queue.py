@@ -210,7 +210,7 @@ def _example(row: Any) -> dict[str, Any]:
             "consumed": row["consumed"], "offsets": row["offsets"]}
 
 
-def check(ctx: CheckContext) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def check(ctx: CheckContext) -> list[dict[str, Any]]:
     """Queue and order sections of every run (non-queue runs: not applicable)."""
     queue_runs = ctx.runs_where(lambda r: r.workload == "queue")
     queue = {r.index: _not_applicable(r) for r in ctx.runs}
@@ -224,7 +224,7 @@ def check(ctx: CheckContext) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
             order.update(_order_sections(ctx, joined, queue_runs))
         finally:
             joined.unpersist()
-    return [queue[r.index] for r in ctx.runs], [order[r.index] for r in ctx.runs]
+    return [{"queue": queue[r.index], "order": order[r.index]} for r in ctx.runs]
 
 
 def _queue_sections(ctx: CheckContext, joined: DataFrame, runs: list[int]) -> dict[int, dict]:

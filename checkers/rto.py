@@ -159,5 +159,5 @@ def check(ctx: CheckContext) -> list[dict[str, Any]]:
     for run in ctx.runs:
         entries = [window_report(w, stats.get((run.index, w.id)), recovered.get((run.index, w.id)),
                                  run.end, run.spec.rto_threshold_s) for w in run.windows]
-        sections.append(rto_section(run, entries, avail.get(run.index, {})))
+        sections.append({"rto": rto_section(run, entries, avail.get(run.index, {}))})
     return sections

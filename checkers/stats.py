@@ -38,4 +38,4 @@ def stats_section(run: RunFacts) -> dict[str, Any]:
 
 
 def check(ctx: CheckContext) -> list[dict[str, Any]]:
-    return [stats_section(run) for run in ctx.runs]
+    return [{"stats": stats_section(run)} for run in ctx.runs]

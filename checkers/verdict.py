@@ -32,17 +32,21 @@ def crashed(error: BaseException) -> dict[str, Any]:
     return {"valid": UNKNOWN, "error": f"{type(error).__name__}: {error}"}
 
 
-def guarded(name: str, check: Callable[[], list[dict[str, Any]]], n_runs: int) -> list[dict[str, Any]]:
-    """Run a checker over all runs; if it raises, every run gets `unknown` with the error."""
+def guarded(names: tuple[str, ...], check: Callable[[], list[dict[str, Any]]],
+            n_runs: int) -> list[dict[str, Any]]:
+    """Run a checker that fills sections `names` of every run's results.
+
+    It returns one {name: section} per run; if it raises, each of its
+    sections in every run becomes `unknown` with the error.
+    """
     try:
-        sections = check()
+        per_run = check()
+        if len(per_run) != n_runs or any(set(s) != set(names) for s in per_run):
+            raise RuntimeError(f"checker returned sections for the wrong runs or names")
     except Exception as exc:  # a checker bug must not lose the other checkers' verdicts
-        log.exception("checker %s failed", name)
-        return [crashed(exc) for _ in range(n_runs)]
-    if len(sections) != n_runs:
-        return [crashed(RuntimeError(f"{name} returned {len(sections)} sections for {n_runs} runs"))
-                for _ in range(n_runs)]
-    return sections
+        log.exception("checker %s failed", "/".join(names))
+        return [{name: crashed(exc) for name in names} for _ in range(n_runs)]
+    return per_run
 
 
 def merge_results(sections: dict[str, dict[str, Any]]) -> Valid:

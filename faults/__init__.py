@@ -4,6 +4,7 @@ Public API (docs/contracts.md): `register`, `FaultContext`, `Applied`,
 `FaultSpec`, `ScheduleSpec`, `events` / `plan` (pure schedules),
 `validate`, `create`, `known`, `run_schedule` / `ScheduleRunner`.
 """
+from faults.apply import apply_all, undo_all
 from faults.context import Applied, FaultContext, FaultError
 from faults.registry import (ENTRY_POINT_GROUP, Nemesis, Registration, create, known, names, plugin_errors,
                              register)
@@ -19,5 +20,5 @@ __all__ = [
     "ENTRY_POINT_GROUP", "ActiveFault", "Applied", "FaultContext", "FaultError", "FaultSpec", "Nemesis",
     "Registration", "ScheduleError", "ScheduleRunner", "ScheduleSpec", "ScheduledEvent", "TargetError",
     "create", "events", "known", "names", "nemesis_event", "normalize_roles", "plan", "plugin_errors", "register",
-    "run_schedule", "validate",
+    "run_schedule", "validate", "apply_all", "undo_all",
 ]

@@ -35,15 +35,17 @@ import workloads
 from harness.spec import RunSpec
 from harness.store import RunDir, Store, new_campaign_id, slug, write_json
 from inventory import Inventory, InventoryError, Pool, load, netns
+from sut.deploy import DeployError, Deployer
+from sut.profiles import get as get_profile
 from workloads.base import Workload
 from workloads.clients import Endpoints
 from workloads.generator import GeneratorSpec, plan
 from workloads.history import Clock, EventLog
+from workloads.register import serves_kv
 from workloads.runner import Progress, WorkloadRun
 
 REPO = Path(__file__).resolve().parent.parent
 HEALTHY_TIMEOUT_S = 90.0
-EXIT_CODES = {True: 0, False: 1}
 
 
 class RunError(Exception):
@@ -73,8 +75,9 @@ def plan_summary(spec: RunSpec) -> dict[str, Any]:
     """Counts and digests of the operation and fault schedules (same seed, same digests)."""
     ops = operation_plan(spec)
     op_text = json.dumps([[op.at, op.worker, op.f, op.key, op.value] for op in ops], sort_keys=True)
-    schedule = [{"offset_s": ev.offset, "fault": ev.fault.label(), "phase": ev.phase, "window": ev.window}
-                for ev in fault_schedule(spec)]
+    # An event's seed picks its targets when it starts: part of "the same faults".
+    schedule = [{"offset_s": ev.offset, "fault": ev.fault.label(), "phase": ev.phase, "window": ev.window,
+                 "seed": ev.seed} for ev in fault_schedule(spec)]
     counts: dict[str, int] = {}
     for op in ops:
         counts[op.f] = counts.get(op.f, 0) + 1
@@ -154,13 +157,9 @@ class RunRecord:
 @dataclass
 class RunOutcome:
     run: RunDir
-    status: str
-    valid: Any
+    status: str          # complete | interrupted | error
+    valid: Any           # True | False | "unknown" | None (no verdict)
     error: str | None
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES.get(self.valid, 2) if self.status == "complete" else 2
 
 
 # -- live progress ------------------------------------------------------------------------
@@ -200,7 +199,7 @@ def live_display(status: LiveStatus, console: Any, enabled: bool) -> Iterator[No
 
     def ticker() -> None:
         while not stop.wait(10):
-            console.print(status.line(), highlight=False)
+            console.print(status.line(), highlight=False, soft_wrap=True)
     thread = threading.Thread(target=ticker, daemon=True)
     thread.start()
     try:
@@ -208,7 +207,7 @@ def live_display(status: LiveStatus, console: Any, enabled: bool) -> Iterator[No
     finally:
         stop.set()
         thread.join()
-        console.print(status.line(), highlight=False)
+        console.print(status.line(), highlight=False, soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -248,7 +247,8 @@ def cluster_for(spec: RunSpec, record: RunRecord, console: Any) -> Iterator[Inve
     name = f"run-{secrets.token_hex(3)}"
     console.print(f"bringing up a local cluster {name} of {size} nodes (taken down after the run)")
     record.cluster = {"source": "provisioned", "name": name, "nodes": size}
-    inventory = netns.up(name, size, persistent=False)
+    with record.phase("cluster"):
+        inventory = netns.up(name, size, persistent=False)
     try:
         yield inventory
     finally:
@@ -290,7 +290,7 @@ class RunLifecycle:
             self.record.status = "complete"
         except KeyboardInterrupt:
             self.record.status, self.record.error = "interrupted", "interrupted by Ctrl-C"
-        except (RunError, InventoryError, faults.FaultError) as exc:
+        except (RunError, InventoryError, DeployError, faults.FaultError) as exc:
             self.record.status, self.record.error = "error", str(exc)
         except Exception as exc:  # noqa: BLE001 - keep what was recorded, say what broke
             self.record.status, self.record.error = "error", f"{type(exc).__name__}: {exc}"
@@ -302,15 +302,13 @@ class RunLifecycle:
 
     # -- on the cluster ---------------------------------------------------------------------
     def _on_cluster(self, inventory: Inventory) -> None:
-        from sut.deploy import Deployer
-        from sut.profiles import get as get_profile
         needed = get_profile(self.spec.profile).nodes_needed
         if len(inventory.nodes) < needed:
             raise RunError(f"profile {self.spec.profile} needs {needed} nodes, "
                            f"inventory {inventory.name} has {len(inventory.nodes)}")
         fault_specs = faults.validate(self.spec.faults, inventory.names)
         with Pool(inventory) as pool:
-            deployer = Deployer(pool, inventory, self.spec.profile, self.run.path)
+            deployer = Deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing)
             journal = nuclei.Journal(self.run.journal_file)
             try:
                 with self.record.phase("deploy", self.status):
@@ -323,7 +321,7 @@ class RunLifecycle:
                 with deferred_sigint(self.console):
                     self._clean_up(pool, deployer, journal)
 
-    def _clean_up(self, pool: Pool, deployer: Any, journal: nuclei.Journal) -> None:
+    def _clean_up(self, pool: Pool, deployer: Deployer, journal: nuclei.Journal) -> None:
         """Heal anything still applied, collect logs, stop the SUT: each step even if one fails."""
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("heal", lambda: self._heal(pool, deployer, journal)),
@@ -337,7 +335,7 @@ class RunLifecycle:
             except Exception as exc:  # noqa: BLE001 - the next step must still run
                 self.record.notes.append(f"{name} failed: {type(exc).__name__}: {exc}")
 
-    def _heal(self, pool: Pool, deployer: Any, journal: nuclei.Journal) -> None:
+    def _heal(self, pool: Pool, deployer: Deployer, journal: nuclei.Journal) -> None:
         if not self.run.journal_file.exists() or not journal.pending():
             return
         report = nuclei.heal(pool, journal, start=deployer.start_process)
@@ -346,7 +344,7 @@ class RunLifecycle:
             raise RunError("heal incomplete, run `chaos heal --store "
                            f"{self.run.path}`: " + "; ".join(report.errors))
 
-    async def _drive(self, pool: Pool, inventory: Inventory, deployer: Any, journal: nuclei.Journal,
+    async def _drive(self, pool: Pool, inventory: Inventory, deployer: Deployer, journal: nuclei.Journal,
                      fault_specs: list[faults.FaultSpec]) -> None:
         """Workload and fault schedule together; then heal, recover, drain."""
         spec = self.spec
@@ -435,12 +433,12 @@ def report_renderer() -> Callable[[Path], Any] | None:
     return None
 
 
-def endpoints_of(deployer: Any) -> Endpoints:
-    """The deployer's endpoints as the workloads' Endpoints."""
+def endpoints_of(deployer: Deployer) -> Endpoints:
+    """Where the workload's clients connect; the KV store is served by DLedger brokers."""
     found = deployer.endpoints()
-    get = found.get if isinstance(found, dict) else (lambda k, d=None: getattr(found, k, d))
-    return Endpoints(namesrv=list(get("namesrv", []) or get("nameservers", []) or []),
-                     brokers=list(get("brokers", []) or []), kv=list(get("kv", []) or []))
+    kv_names = {p.name for p in deployer.profile.processes if serves_kv(p)}
+    return Endpoints(namesrv=found.get("namesrv", []), brokers=found.get("brokers", []),
+                     kv=[ref.address for ref in deployer.refs if ref.name in kv_names])
 
 
 def default_run_id(spec: RunSpec) -> str:

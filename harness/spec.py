@@ -26,7 +26,7 @@ OPTION_NAMES = {
     "recovery": "--recovery", "seed": "--seed", "nodes": "--nodes", "inventory": "--inventory",
     "store": "--store", "queues": "--queues", "keys": "--keys", "ordered": "--ordered",
     "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
-    "op_timeout": "--op-timeout",
+    "op_timeout": "--op-timeout", "timing": "--timing",
 }
 NO_FAULT = "noop"
 
@@ -91,6 +91,8 @@ class RunSpec(BaseModel):
     op_timeout: float = Field(6.0, gt=0, description="seconds before a call counts as indeterminate")
     # fault options
     targets: tuple[str, ...] = Field((), description="roles faults may hit (empty: every role)")
+    # SUT
+    timing: str = Field("default", description="SUT timing scale: default (RocketMQ's) or fast (a tenth)")
     # checking
     check: bool = True
     spark_master: str | None = None
@@ -123,6 +125,11 @@ class RunSpec(BaseModel):
         except faults.TargetError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+    @field_validator("timing")
+    @classmethod
+    def _timing_is_known(cls, value: str) -> str:
+        return _one_of("timing scale", value, sorted(profiles.TIMINGS))
 
     @field_validator("inventory")
     @classmethod

@@ -71,7 +71,8 @@ class Journal:
 
     def _append(self, line: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = (json.dumps(line, sort_keys=True) + "\n").encode()
+        # default=str: paths and other plain values from a deployer's ProcessRef.
+        data = (json.dumps(line, sort_keys=True, default=str) + "\n").encode()
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:

@@ -136,6 +136,11 @@ _DONE_TEST = {
 }
 
 
+def node_name(proc: ProcessRef) -> str:
+    """The node a process runs on, as a name (a ProcessRef may carry a Node)."""
+    return str(getattr(proc.node, "name", proc.node))
+
+
 def inspect(pool: Any, proc: ProcessRef, exclude: Sequence[int] = ()) -> list[ProcessState]:
     """The live processes `proc` names (one for a pidfile), checked against its argv.
 
@@ -144,16 +149,17 @@ def inspect(pool: Any, proc: ProcessRef, exclude: Sequence[int] = ()) -> list[Pr
     pidfile = getattr(proc, "pidfile", None)
     pattern = getattr(proc, "pattern", None)
     if pidfile:
-        result = sh(pool, proc.node, _INSPECT_PIDFILE % {"pidfile": shlex.quote(pidfile)})
+        result = sh(pool, node_name(proc), _INSPECT_PIDFILE % {"pidfile": shlex.quote(str(pidfile))})
     elif pattern:
-        _check_pattern_is_node_scoped(pool, proc.node, pattern)
+        _check_pattern_is_node_scoped(pool, node_name(proc), pattern)
         own = [os.getpid(), os.getppid(), *exclude]
-        result = sh(pool, proc.node, shlex.join(
+        result = sh(pool, node_name(proc), shlex.join(
             ["python3", "-c", _INSPECT_PATTERN, pattern, ",".join(map(str, own))]))
     else:
-        raise NucleusError(f"process {proc.name} on {proc.node}: neither a pidfile nor a pattern to find it")
+        raise NucleusError(f"process {proc.name} on {node_name(proc)}: "
+                           f"neither a pidfile nor a pattern to find it")
     if result.exited != 0:
-        raise NucleusError(f"node {proc.node}: cannot inspect process {proc.name}: "
+        raise NucleusError(f"node {node_name(proc)}: cannot inspect process {proc.name}: "
                            f"{(result.stderr or result.stdout).strip()[:200]}")
     states = [_parse_state(line) for line in result.stdout.split("\n") if line.startswith("P ")]
     if pidfile:
@@ -168,7 +174,7 @@ def kill(pool: Any, journal: Journal, proc: ProcessRef, signal: int | str = 9,
     states = _running(pool, proc)
     entries = []
     for state in states:
-        entry = journal.record("kill", proc.node, signal=str(signal), **_identity(proc, state),
+        entry = journal.record("kill", node_name(proc), signal=str(signal), **_identity(proc, state),
                                **_start_facts(proc))
         _signal(pool, proc, state, signal, "gone", timeout)
         entries.append(entry)
@@ -202,10 +208,10 @@ def pause(pool: Any, journal: Journal, proc: ProcessRef, timeout: float = 10.0) 
     states = _running(pool, proc)
     entries = []
     for state in states:
-        entry = journal.record("pause", proc.node, **_identity(proc, state))
+        entry = journal.record("pause", node_name(proc), **_identity(proc, state))
         if _signal(pool, proc, state, "STOP", "stopped", timeout) == "gone":
             journal.mark_undone(entry, reason="exited before SIGSTOP")
-            raise ProcessNotRunning(f"node {proc.node}: process {proc.name} (pid {state.pid}) "
+            raise ProcessNotRunning(f"node {node_name(proc)}: process {proc.name} (pid {state.pid}) "
                                     f"exited before SIGSTOP took effect")
         entries.append(entry)
     return entries
@@ -252,7 +258,7 @@ def _running(pool: Any, proc: ProcessRef) -> list[ProcessState]:
     states = [state for state in inspect(pool, proc) if state.state != "Z"]
     if not states:
         where = getattr(proc, "pidfile", None) or f"pattern {getattr(proc, 'pattern', None)!r}"
-        raise ProcessNotRunning(f"node {proc.node}: process {proc.name} is not running ({where})")
+        raise ProcessNotRunning(f"node {node_name(proc)}: process {proc.name} is not running ({where})")
     return states
 
 
@@ -262,16 +268,17 @@ def _signal(pool: Any, proc: ProcessRef, state: ProcessState, signal: int | str,
     returns "ok" (state reached) or "gone" (the process no longer exists)."""
     script = _SIGNAL_AND_WAIT % {"pid": state.pid, "starttime": state.starttime, "signal": signal,
                                  "done_test": _DONE_TEST[wait_for], "polls": int(timeout / 0.006) + 1}
-    result = sh(pool, proc.node, script, timeout=timeout + 15)
+    result = sh(pool, node_name(proc), script, timeout=timeout + 15)
     out = result.stdout.strip()
     if result.exited != 0 or out not in ("gone", "ok"):
-        raise NucleusError(f"node {proc.node}: SIG{signal} to {proc.name} (pid {state.pid}) did not "
+        raise NucleusError(f"node {node_name(proc)}: SIG{signal} to {proc.name} (pid {state.pid}) did not "
                            f"take effect: {out or result.stderr.strip()[:200]}")
     return out
 
 
 def _identity(proc: ProcessRef, state: ProcessState) -> dict[str, Any]:
-    return {"name": proc.name, "role": getattr(proc, "role", ""), "pidfile": getattr(proc, "pidfile", None),
+    pidfile = getattr(proc, "pidfile", None)
+    return {"name": proc.name, "role": getattr(proc, "role", ""), "pidfile": pidfile and str(pidfile),
             "pattern": getattr(proc, "pattern", None), "argv": list(getattr(proc, "argv", ()) or ()),
             "pid": state.pid, "starttime": state.starttime}
 
@@ -335,7 +342,7 @@ def _check_identity(proc: ProcessRef, state: ProcessState) -> None:
         matches = bool(words) and os.path.basename(words[0]) == os.path.basename(argv[0])
     if not matches:
         raise NucleusError(
-            f"node {proc.node}: pidfile {proc.pidfile} names pid {state.pid} running "
+            f"node {node_name(proc)}: pidfile {proc.pidfile} names pid {state.pid} running "
             f"{' '.join(words)[:120]!r}, not {shlex.join(argv)[:120]!r}; refusing to signal it")
 
 

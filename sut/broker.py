@@ -204,15 +204,15 @@ class Broker(Service):
     async def _on_send(self, cmd: Command, conn: Connection) -> Command:
         topic, queue_id = self._queue_arg(cmd)
         msg_id = _msg_id(get_field(cmd, "msg_id", str))
-        born = get_field(cmd, "born_ts", int, 0)
+        born = _born_ts(cmd)
         return await self._put(cmd, topic, queue_id, [Message(topic, queue_id, msg_id, cmd.body, born)])
 
     async def _on_send_batch(self, cmd: Command, conn: Connection) -> Command:
         topic, queue_id = self._queue_arg(cmd)
         ids = get_field(cmd, "msg_ids", list)
         sizes = get_field(cmd, "sizes", list)
-        born = get_field(cmd, "born_ts", int, 0)
-        if not ids or len(ids) != len(sizes) or not all(isinstance(s, int) and s >= 0 for s in sizes):
+        born = _born_ts(cmd)
+        if not ids or len(ids) != len(sizes) or not all(type(s) is int and s >= 0 for s in sizes):
             raise BadRequest("msg_ids and sizes must be non-empty lists of equal length")
         if sum(sizes) != len(cmd.body):
             raise BadRequest(f"sizes add up to {sum(sizes)} but the body has {len(cmd.body)} bytes")
@@ -257,7 +257,7 @@ class Broker(Service):
             got = self.store.get_messages(topic, queue_id, offset, max_count,
                                           self.config.max_pull_bytes, self.ha.confirm_offset())
             left = deadline - time.monotonic()
-            if got.status != "NO_NEW_MESSAGE" or left <= 0:
+            if got.status not in ("NO_NEW_MESSAGE", "NO_MATCHED_QUEUE") or left <= 0:
                 break
             await self.store.wait_new_data(left)  # long polling
         if got.status == "NO_MATCHED_QUEUE" and self.topics.queues(topic) is None:
@@ -373,6 +373,8 @@ class Broker(Service):
             return
         if reply.code != RC.SUCCESS:  # the nameserver forgot us (restart or expiry)
             self.registration_changed()
+        else:
+            self.ha.on_registered(reply.fields)
 
     def _lost_namesrv(self, client: RpcClient, why: str) -> None:
         if client.address in self.registered:
@@ -394,6 +396,13 @@ class Broker(Service):
             snapshot = self.offsets.snapshot()
             if snapshot is not None:
                 await asyncio.to_thread(self.offsets.write, snapshot)
+
+
+def _born_ts(cmd: Command) -> int:
+    born = get_field(cmd, "born_ts", int, 0)
+    if not 0 <= born < 2**63:
+        raise BadRequest(f"born_ts {born} is out of range")
+    return born
 
 
 def _msg_id(value: str) -> str:

@@ -36,6 +36,11 @@ class NameServerConfig:
     scan_interval_ms: int = 5000            # [scanNotActiveBrokerInterval]
     broker_timeout_ms: int = 10000          # [brokerNotActiveTimeoutMillis] (RIP-32)
     max_frame_bytes: int = MAX_FRAME_BYTES
+    # A controller embedded in this process (RocketMQ: enableControllerInNamesrv); its
+    # settings are sut.controller.server.ControllerSettings.
+    controller: dict[str, Any] | None = None
+    controller_port: int = 9878             # [controllerListenPort]
+    controller_raft_port: int = 9880
 
     def validate(self) -> str | None:
         if self.scan_interval_ms <= 0 or self.broker_timeout_ms <= 0:
@@ -44,7 +49,12 @@ class NameServerConfig:
 
 
 def create(raw: dict[str, Any], source: str) -> "NameServer":
-    return NameServer(parse(NameServerConfig, raw, f"config {source}"))
+    config = parse(NameServerConfig, raw, f"config {source}")
+    if config.controller is not None:
+        from sut.controller.server import check_embedded
+        check_embedded(config.controller, config.host, config.controller_port,
+                       config.controller_raft_port, f"config {source}: controller")
+    return NameServer(config)
 
 
 @dataclass
@@ -160,6 +170,7 @@ class NameServer(Service):
         super().__init__(config.data_dir)
         self.config = config
         self.table = RouteTable()
+        self.controller: Any = None  # an embedded sut.controller.server.Controller
         self.server = RpcServer(config.host, config.port, self.handle, self.log,
                                 max_frame=config.max_frame_bytes)
         self._handlers = {
@@ -179,10 +190,18 @@ class NameServer(Service):
                                f"{exc.strerror or exc}") from None
         self.spawn(self._scan_loop(), "scan-brokers")
         self.log.info("nameserver serving on %s:%d", self.config.host, self.config.port)
+        if self.config.controller is not None:
+            from sut.controller.server import embedded
+            c = self.config
+            self.controller = embedded(c.controller, c.host, c.controller_port,
+                                       c.controller_raft_port, c.data_dir, self.log, "controller")
+            await self.controller.start()
 
     async def stop(self) -> None:
         await self.server.close()
         await self.cancel_tasks()
+        if self.controller is not None:
+            await self.controller.stop()
 
     async def handle(self, cmd: Command, conn: Connection) -> Command:
         handler = self._handlers.get(cmd.code)
@@ -208,11 +227,14 @@ class NameServer(Service):
         if not known:
             self.log.info("broker %s id %d registered from %s (%s)", info.broker_name, info.broker_id,
                           info.addr, info.role)
-        master = self.table.master_of(info.broker_name)
-        fields: dict[str, Any] = {}
-        if master is not None:
-            fields = {"master_addr": master.addr, "master_ha_addr": master.ha_addr}
-        return cmd.reply(RC.SUCCESS, fields)
+        return cmd.reply(RC.SUCCESS, self._master_fields(info.broker_name))
+
+    def _master_fields(self, broker_name: str) -> dict[str, Any]:
+        """What registration and heartbeat answers tell a broker about its group's master."""
+        master = self.table.master_of(broker_name)
+        if master is None:
+            return {}
+        return {"master_addr": master.addr, "master_ha_addr": master.ha_addr}
 
     async def _on_unregister(self, cmd: Command) -> Command:
         addr = get_field(cmd, "addr", str)
@@ -221,9 +243,9 @@ class NameServer(Service):
         return cmd.reply(RC.SUCCESS)
 
     async def _on_heartbeat(self, cmd: Command) -> Command:
-        if self.table.heartbeat(get_field(cmd, "addr", str), get_field(cmd, "broker_name", str),
-                                get_field(cmd, "broker_id", int)):
-            return cmd.reply(RC.SUCCESS)
+        broker_name = get_field(cmd, "broker_name", str)
+        if self.table.heartbeat(get_field(cmd, "addr", str), broker_name, get_field(cmd, "broker_id", int)):
+            return cmd.reply(RC.SUCCESS, self._master_fields(broker_name))
         return cmd.reply(RC.QUERY_NOT_FOUND, {"error": "not registered; register first"})
 
     async def _on_route(self, cmd: Command) -> Command:

@@ -91,6 +91,14 @@ TIMINGS: dict[str, dict[str, int]] = {
         "raft_min_vote_interval_ms": 300,
         "raft_max_vote_interval_ms": 1000,
         "raft_resend_ms": 1000,
+        # Controller mode (RIP-44)
+        "controller_heartbeat_interval_ms": 1000,   # broker -> every controller
+        "controller_heartbeat_timeout_ms": 10000,   # controllerHeartBeatTimeoutMills
+        "controller_scan_interval_ms": 5000,        # scanNotActiveBrokerInterval (controller)
+        "sync_replica_info_interval_ms": 5000,      # syncBrokerMetadataPeriod
+        "check_sss_interval_ms": 5000,              # checkSyncStateSetPeriod
+        "ha_max_time_slave_not_catchup_ms": 15000,  # haMaxTimeSlaveNotCatchup
+        "controller_ha_reconnect_ms": 1000,         # AutoSwitch HA client reconnect wait
     },
 }
 TIMINGS["fast"] = {k: max(1, v // 10) for k, v in TIMINGS["default"].items()}
@@ -168,7 +176,62 @@ def _dledger(name: str, size: int) -> Profile:
                                                                *brokers))
 
 
+CONTROLLER: dict[str, Any] = {
+    "port": 9878,
+    "raft_port": 9880,
+    "controller_addrs": Peers("controller"),
+    "raft_addrs": Peers("controller", "raft_port"),
+    "raft_timing": {"heartbeat_interval_ms": Timing("raft_heartbeat_interval_ms"),
+                    "min_vote_interval_ms": Timing("raft_min_vote_interval_ms"),
+                    "max_vote_interval_ms": Timing("raft_max_vote_interval_ms"),
+                    "resend_ms": Timing("raft_resend_ms")},
+    "broker_heartbeat_timeout_ms": Timing("controller_heartbeat_timeout_ms"),
+    "scan_interval_ms": Timing("controller_scan_interval_ms"),
+}
+
+CONTROLLER_HA: dict[str, Any] = {
+    "controller_addrs": Peers("controller"),
+    "heartbeat_interval_ms": Timing("controller_heartbeat_interval_ms"),
+    "heartbeat_timeout_ms": Timing("controller_heartbeat_timeout_ms"),
+    "sync_replica_info_interval_ms": Timing("sync_replica_info_interval_ms"),
+    "check_sync_state_set_interval_ms": Timing("check_sss_interval_ms"),
+    "ha_max_time_slave_not_catchup_ms": Timing("ha_max_time_slave_not_catchup_ms"),
+    "slave_timeout_ms": Timing("slave_timeout_ms"),
+    "ha_heartbeat_interval_ms": Timing("ha_heartbeat_interval_ms"),
+    "ha_housekeeping_ms": Timing("ha_housekeeping_ms"),
+    "ha_reconnect_interval_ms": Timing("controller_ha_reconnect_ms"),
+}
+
+
+def _controller(name: str, brokers: int, description: str, unclean: bool = False) -> Profile:
+    """Controller mode: 3 controllers (Raft) and one broker group with AutoSwitch HA.
+    Safe profiles ack when every SyncStateSet member has the message; the unclean one
+    acks on the master alone and lets any live replica become master."""
+    ack = ({"all_ack_in_sync_state_set": False, "in_sync_replicas": 1} if unclean
+           else {"all_ack_in_sync_state_set": True})
+    controllers = tuple(
+        ProcessSpec(f"controller-{i}", "controller", i,
+                    {**CONTROLLER, "enable_unclean_election": unclean})
+        for i in range(3))
+    group = tuple(
+        ProcessSpec(f"broker-a-{i}", "broker", i, {
+            **BROKER_BASE, "broker_name": "broker-a", "ha_mode": "controller",
+            "ha": {**CONTROLLER_HA, **ack}})
+        for i in range(brokers))
+    return Profile(name, description,
+                   (ProcessSpec("namesrv", "namesrv", 0, NAMESRV), *controllers, *group))
+
+
 PROFILES: dict[str, Profile] = {
+    "controller-3": _controller(
+        "controller-3", 3, "Controller mode: 3 controllers + 3 brokers, AutoSwitch HA, ack when "
+        "every SyncStateSet member has the message"),
+    "controller-2": _controller(
+        "controller-2", 2, "Controller mode: 3 controllers + 2 brokers, AutoSwitch HA, ack when "
+        "every SyncStateSet member has the message"),
+    "controller-unclean": _controller(
+        "controller-unclean", 3, "Controller mode with unclean election and master-only ack: "
+        "expected to lose acknowledged messages under faults", unclean=True),
     "dledger-3": _dledger("dledger-3", 3),
     "dledger-5": _dledger("dledger-5", 5),
     "master-slave-sync": _master_slave(

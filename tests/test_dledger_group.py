@@ -13,6 +13,7 @@ from sut import admin
 from sut.client import Consumer, MessageQueue, Producer
 from sut.kv import KvClient
 from sut.local import LocalCluster, wait_until
+from sut.message import decode_payload, iter_records
 from sut.outcome import Outcome
 from sut.protocol import RequestCode
 
@@ -64,7 +65,6 @@ async def _read_all(addr: str) -> list[str]:
                                      {"topic": TOPIC, "queue_id": queue_id, "offset": offset, "max_count": 32})
             if reply.fields.get("count", 0) == 0:
                 break
-            from sut.message import decode_payload, iter_records
             bodies += [decode_payload(p).body.decode() for _, p in iter_records(reply.body)]
             offset = reply.fields["next_offset"]
     return bodies

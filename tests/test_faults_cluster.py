@@ -52,7 +52,8 @@ SELECTIONS = [("random", {}, 1), ("minor", {}, 2), ("major", {}, 3), ("fixed", {
 
 
 @pytest.mark.parametrize("selector, options, count", SELECTIONS)
-def test_kill_faults_kill_exactly_the_targets_and_stop_restarts_them(cluster, ctx, selector, options, count) -> None:
+def test_kill_faults_kill_exactly_the_targets_and_stop_restarts_them(cluster, ctx, selector, options,
+                                                                    count) -> None:
     _, pool, procs = cluster
     pids = {name: nuclei.inspect(pool, proc)[0].pid for name, proc in procs.items()}
     nemesis = faults.create(f"{selector}-kill", **options)
@@ -200,7 +201,8 @@ def test_schedule_runner_overlaps_a_kill_with_a_partition_and_records_exact_targ
 def test_runner_heals_when_the_run_fails_midway(cluster, tmp_path) -> None:
     inventory, pool, procs = cluster
     ctx = make_context(inventory, pool, tmp_path, procs)
-    spec = ScheduleSpec([FaultSpec("random-partition")], interval=0, duration=2, overlap=[FaultSpec("major-suspend")])
+    spec = ScheduleSpec([FaultSpec("random-partition")], interval=0, duration=2,
+                        overlap=[FaultSpec("major-suspend")])
 
     def explode(active):
         if len(active) == 2:

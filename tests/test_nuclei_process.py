@@ -42,8 +42,12 @@ def test_kill_removes_the_process_and_restart_brings_a_new_one(cluster, journal)
     assert [line["event"] for line in journal_lines(journal)] == ["apply"]
 
     started: list[str] = []
-    after = nuclei.restart(pool, journal, entry, start=lambda ref: started.append(ref.name) or start_proc(pool, ref),
-                           proc=proc)
+
+    def start(ref) -> None:
+        started.append(ref.name)
+        start_proc(pool, ref)
+
+    after = nuclei.restart(pool, journal, entry, start=start, proc=proc)
     assert started == ["server"]
     assert after is not None and after.pid != before.pid
     assert proc_state(pool, proc) in ("S", "R")

@@ -30,34 +30,30 @@ class PoolLauncher:
     def __init__(self, inventory, pool) -> None:
         self.pool = pool
         self.nodes = {f"n{i}": node.name for i, node in enumerate(inventory.nodes)}
-
-    def _pidfile(self, member: str, data_dir: str) -> str:
-        return os.path.join(data_dir, "launcher.pid")
+        self.pidfiles: dict[str, str] = {}
 
     def start(self, member: str, argv: list[str], data_dir: str) -> None:
-        self._dirs = getattr(self, "_dirs", {})
-        self._dirs[member] = data_dir
-        self.pool.start_detached(self.nodes[member], argv, self._pidfile(member, data_dir),
+        self.pidfiles[member] = os.path.join(data_dir, "launcher.pid")
+        self.pool.start_detached(self.nodes[member], argv, self.pidfiles[member],
                                  os.path.join(data_dir, "stdio.txt"),
                                  cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
     def alive(self, member: str) -> bool:
-        data_dir = getattr(self, "_dirs", {}).get(member)
-        if data_dir is None:
+        if member not in self.pidfiles:
             return False
-        pidfile = self._pidfile(member, data_dir)
-        result = self.pool.run(self.nodes[member], f"kill -0 $(cat {pidfile}) 2>/dev/null", check=False)
+        result = self.pool.run(self.nodes[member], f"kill -0 $(cat {self.pidfiles[member]}) 2>/dev/null",
+                               check=False)
         return result.exited == 0
 
     def kill(self, member: str, sig: int) -> None:
         if not self.alive(member):
             return
-        pidfile = self._pidfile(member, self._dirs[member])
-        self.pool.run(self.nodes[member], f"kill -{int(sig)} $(cat {pidfile})", check=False)
+        signal_cmd = f"kill -{{}} $(cat {self.pidfiles[member]})"
+        self.pool.run(self.nodes[member], signal_cmd.format(int(sig)), check=False)
         deadline = time.monotonic() + 10
         while sig in (signal.SIGKILL, signal.SIGTERM) and self.alive(member):
             if time.monotonic() > deadline:
-                self.pool.run(self.nodes[member], f"kill -9 $(cat {pidfile})", check=False)
+                self.pool.run(self.nodes[member], signal_cmd.format(9), check=False)
             time.sleep(0.05)
 
 

@@ -244,3 +244,17 @@ def test_whole_group_kill_9_loses_no_acknowledged_entry(group_factory):
         await group.close()
 
     run(scenario())
+
+
+def test_a_bad_raft_config_is_one_clear_line_and_exit_code_2(tmp_path):
+    import json
+    import subprocess
+    import sys
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"data_dir": str(tmp_path / "d"),
+                                "raft": {"node_id": "n9", "peers": {"n0": "127.0.0.1:1"}}}))
+    proc = subprocess.run([sys.executable, "-m", "sut", "raft", "--config", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "n9" in proc.stderr and "peers" in proc.stderr and "Traceback" not in proc.stderr

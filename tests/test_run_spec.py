@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import cli
+from harness.cli import EXIT_ERROR, cli
 from harness.run import plan_summary
 from harness.spec import RunSpec, SpecError, build_spec
 
@@ -32,7 +32,7 @@ def run_cli(*args: str):
 def test_bad_options_are_one_line_errors_and_nothing_starts(tmp_path, args, message):
     store = tmp_path / "store"
     result = run_cli(*args, "--store", str(store))
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == EXIT_ERROR, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
     assert message in lines[0]
@@ -44,7 +44,7 @@ def test_an_unwritable_store_is_a_one_line_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     result = run_cli("--store", str(blocker / "store"))
-    assert result.exit_code == 2
+    assert result.exit_code == EXIT_ERROR
     assert result.output.strip().splitlines() == [
         f"Error: --store: store {blocker / 'store'}: cannot create directory: Not a directory"]
 

@@ -160,7 +160,7 @@ def test_queue_run_follows_process_rules_and_drains_every_acknowledged_message(t
     acked = {ev["value"]["id"] for ev in events if ev["f"] == "send" and ev["type"] == "ok"}
     infos = {ev["value"]["id"] for ev in events if ev["f"] == "send" and ev["type"] == "info"}
     polled = [m["id"] for ev in events if ev["f"] == "poll" and ev["type"] == "ok"
-              for m in ev["value"]["messages"]]
+              for m in ev["value"]]
     assert acked and infos
     assert acked <= set(polled)
     assert infos <= set(polled)            # applied despite the unknown answer: "recovered"

@@ -50,7 +50,7 @@ def run_workload(workload, endpoints, tmp_path, duration, rate=40.0, during=None
 
 
 def consumed_ids(events):
-    return [m["id"] for ev in events if ev["f"] == "poll" and ev["type"] == "ok" for m in ev["value"]["messages"]]
+    return [m["id"] for ev in events if ev["f"] == "poll" and ev["type"] == "ok" for m in ev["value"]]
 
 
 def test_queue_workload_consumes_every_acknowledged_message(tmp_path):

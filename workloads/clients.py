@@ -22,7 +22,9 @@ from sut.raft.errors import CasMismatch, RaftError
 from workloads.base import Completion
 
 ROUTE_WAIT_S = 30.0
-CAS_MISMATCH = "cas-mismatch"  # the error the checkers read as "answered, precondition failed"
+# The exact error text the checkers (checkers/ops.py) read as "the system
+# answered; the expected value did not match".
+CAS_MISMATCH = "cas-mismatch"
 
 
 @dataclass(frozen=True)
@@ -119,8 +121,8 @@ class RegisterClient:
     async def _do(self, call: Any, value_of_ok: Any = None, *, read: bool = False) -> Completion:
         try:
             got = await call
-        except CasMismatch as exc:
-            return Completion("fail", None, self._node(), f"{CAS_MISMATCH}: {exc}")
+        except CasMismatch:
+            return Completion("fail", None, self._node(), CAS_MISMATCH)
         except RaftError as exc:
             return Completion("fail" if exc.definite else "info", None, self._node(),
                               f"{type(exc).__name__}: {exc}")

@@ -8,9 +8,12 @@ and commits them (best effort: the commit is not part of the checked history).
 
 Messages: `{"id": <op index>, "shard": "s<n>", "payload": "..."}`, unique ids
 so the checker can account for every one. The history `key` of a send or poll
-is the queue id. In ordered mode each producer owns one shard key and all
-messages of a key go to one queue (shard n -> queue n mod queues), so per-key
-order is defined by the producer's sequence.
+is the queue id. An ok poll's value is the list of messages it got, each with
+`key` (= its queue), `queue` and `offset` added: the form the queue checker
+reads. In ordered mode each producer owns one shard key and all messages of a
+key go to one queue (shard n -> queue n mod queues), so per-key order is
+defined by the producer's sequence; the checker checks order per queue,
+which implies it.
 
 After the faults are healed and the recovery period passes, the drain phase
 polls every queue until two polls in a row find nothing.
@@ -115,15 +118,12 @@ class QueueWorkload(Workload):
         if done.type != "ok":
             return Completion(done.type, {"offset": offset}, done.node, done.error)
         batch, next_offset = done.value
-        messages = [dict(decode_message(body), queue=queue, offset=at) for at, body in batch]
+        messages = [dict(decode_message(body), key=queue, queue=queue, offset=at) for at, body in batch]
+        # The consumer's own position (one consumer per queue): where the next poll starts.
+        self.next_offset[queue] = next_offset
         if next_offset > offset:
             await client.commit(queue, next_offset)
-        return Completion("ok", {"offset": offset, "next": next_offset, "messages": messages},
-                          done.node)
-
-    def observe(self, worker: int, f: str, key: Any, value: Any, done: Completion) -> None:
-        if f == "poll" and done.type == "ok":
-            self.next_offset[key] = done.value["next"]
+        return Completion("ok", messages, done.node)
 
     # -- final phase -----------------------------------------------------------------------
     async def final_phase(self, run: OpRunner) -> None:
@@ -138,7 +138,7 @@ class QueueWorkload(Workload):
                 if done.type != "ok":
                     empty = 0
                     await asyncio.sleep(FAIL_PAUSE_S)
-                elif done.value["messages"]:
+                elif done.value:
                     empty = 0
                 else:
                     empty += 1

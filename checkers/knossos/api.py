@@ -10,7 +10,7 @@ import time
 from typing import Any, Hashable, Iterable
 
 from . import jvm
-from .history import HistoryError, Operation, key_of, operations, split_by_key
+from .history import HistoryError, Operation, key_of, operations, split_by_key, split_positions
 from .models import MODELS, spec
 
 DEFAULT_TIME_LIMIT = 60.0
@@ -74,12 +74,14 @@ def partitions(model: str, history: list[dict], init: Any = None) -> list[Part]:
     model_spec = spec(model)
     init = model_spec.default_init if init is None else init
     if any(isinstance(e, dict) and "key" in e and key_of(e) is not None for e in history):
-        by_key = split_by_key(history)
+        by_key = split_positions(history)
     else:
-        by_key = {None: history}
+        by_key = {None: None}
     parts: list[Part] = []
     for key in sorted(by_key, key=_sort_key):
-        ops = operations(by_key[key])
+        positions = by_key[key]
+        ops = operations(history if positions is None else [history[p] for p in positions],
+                         positions)
         if model == "multi-register":
             parts += [(key if len(groups) == 1 else (key, regs), group, _restrict(init, regs))
                       for groups in [_register_groups(ops)] for regs, group in groups]

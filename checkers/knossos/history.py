@@ -57,13 +57,15 @@ def described(event: dict, position: int) -> dict:
     return {**event, "index": position}
 
 
-def operations(history: Iterable[dict]) -> list[Operation]:
+def operations(history: Iterable[dict], positions: list[int] | None = None) -> list[Operation]:
     """Pairs events by process; drops failed ops (they did not happen) and
-    nemesis events; an invoke never completed counts as info."""
+    nemesis events; an invoke never completed counts as info. `positions`
+    gives each event's place in the whole history when this is one key's part."""
     pending: dict[Hashable, Operation] = {}
     ops: list[Operation] = []
     failed = False
-    for pos, event in enumerate(history):
+    for i, event in enumerate(history):
+        pos = i if positions is None else positions[i]
         try:
             process = event.get("process")
             kind = event.get("type")
@@ -122,6 +124,16 @@ def key_of(event: dict) -> Hashable:
     if isinstance(key, list):
         return tuple(key)
     return key
+
+
+def split_positions(history: Iterable[dict]) -> dict[Hashable, list[int]]:
+    """Like split_by_key, but the positions of each key's events in the history."""
+    parts: dict[Hashable, list[int]] = {}
+    for pos, event in enumerate(history):
+        if isinstance(event, dict) and event.get("process") == NEMESIS:
+            continue
+        parts.setdefault(key_of(event) if isinstance(event, dict) else None, []).append(pos)
+    return parts
 
 
 def split_by_key(history: Iterable[dict]) -> dict[Hashable, list[dict]]:

@@ -50,7 +50,7 @@ def encode(model: str, ops: list[Operation], init: Any, time_limit: float | None
     encoder = spec(model).encoder(values, init)
     kept: list[Operation] = []
     rows: list[str] = []
-    for op in ops:
+    for op in encoder.relevant(ops):
         encoded = encoder.encode(op)
         if encoded is None:
             continue

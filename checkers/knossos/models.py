@@ -78,6 +78,24 @@ class Encoder:
     def encode(self, op: Operation) -> Encoded | None:
         raise NotImplementedError
 
+    def relevant(self, ops: list[Operation]) -> list[Operation]:
+        """The ops worth searching. Crashed ops cost the most: each may take
+        effect at any later point or never. A crashed op whose written value
+        nobody ever observed can always be left out: in any linearization
+        that includes it, no op depends on it, so taking it out keeps the rest
+        valid. Models that can tell "observed" say so in `_written`/`_observed`."""
+        observed = self._observed(ops)
+        if observed is None:
+            return ops
+        return [op for op in ops
+                if op.ok or not (written := self._written(op)) or not written.isdisjoint(observed)]
+
+    def _observed(self, ops: list[Operation]) -> set | None:
+        return None
+
+    def _written(self, op: Operation) -> set:
+        return set()
+
     def init_ids(self) -> list[int]:
         return [self.values.id(self.init)]
 
@@ -104,6 +122,21 @@ class RegisterEncoder(Encoder):
             return 1, [self.values.id(op.input)], []
         _need(op, isinstance(op.input, list) and len(op.input) == 2, "a value [expected, new]")
         return 2, [self.values.id(op.input[0]), self.values.id(op.input[1])], []
+
+
+    def _observed(self, ops: list[Operation]) -> set | None:
+        seen = {self.values.id(op.output) for op in ops
+                if op.ok and op.f == "read" and op.output is not None}
+        seen |= {self.values.id(op.input[0]) for op in ops
+                 if op.f == "cas" and isinstance(op.input, list) and len(op.input) == 2}
+        return seen
+
+    def _written(self, op: Operation) -> set:
+        if op.f == "write":
+            return {self.values.id(op.input)}
+        if op.f == "cas" and isinstance(op.input, list) and len(op.input) == 2:
+            return {self.values.id(op.input[1])}
+        return set()
 
 
 class CasRegisterEncoder(RegisterEncoder):
@@ -138,6 +171,14 @@ class SetEncoder(Encoder):
     def init_ids(self) -> list[int]:
         return [self.values.id(v) for v in (self.init or [])]
 
+    def _observed(self, ops: list[Operation]) -> set | None:
+        return {self.values.id(v) for op in ops
+                if op.ok and op.f == "read" and isinstance(op.output, (list, set, frozenset, tuple))
+                for v in op.output}
+
+    def _written(self, op: Operation) -> set:
+        return {self.values.id(op.input)} if op.f == "add" else set()
+
 
 class FifoQueueEncoder(Encoder):
     model = "fifo-queue"
@@ -151,6 +192,13 @@ class FifoQueueEncoder(Encoder):
 
     def init_ids(self) -> list[int]:
         return [self.values.id(v) for v in (self.init or [])]
+
+    def _observed(self, ops: list[Operation]) -> set | None:
+        return {self.values.id(op.output) for op in ops
+                if op.ok and op.f == "dequeue" and op.output is not None}
+
+    def _written(self, op: Operation) -> set:
+        return {self.values.id(op.input)} if op.f == "enqueue" and op.input is not None else set()
 
 
 class UnorderedQueueEncoder(FifoQueueEncoder):
@@ -243,6 +291,17 @@ class MultiRegisterEncoder(Encoder):
         if not writes and all(v == 0 for v in flat[2::3]):
             return DROP
         return 0, flat, []
+
+    def _observed(self, ops: list[Operation]) -> set | None:
+        return {(_hashable(m[1]), self.values.id(m[2])) for op in ops
+                if op.ok and isinstance(op.output, list)
+                for m in op.output
+                if isinstance(m, list) and len(m) == 3 and m[0] == "read" and m[2] is not None}
+
+    def _written(self, op: Operation) -> set:
+        micro = op.input if isinstance(op.input, list) else []
+        return {(_hashable(m[1]), self.values.id(m[2])) for m in micro
+                if isinstance(m, list) and len(m) == 3 and m[0] == "write"}
 
     def init_ids(self) -> list[int]:
         ids = [0] * len(self.registers)

@@ -38,7 +38,8 @@ def lin(files: tuple[Path, ...], model: str, init_text: str | None, time_limit: 
     A FILE is a Jepsen EDN history (.edn), our history as JSON lines or a JSON
     array, or a run directory (its history/*.jsonl merged by time). Histories
     with a `key` field are checked per key. Exit code: 0 all valid, 1 some
-    invalid, 2 some unknown (time limit, memory guard, unreadable file).
+    invalid, 2 some unknown (time limit, memory guard), 3 some file could not
+    be read (after checking the others).
 
     Example: chaos lin data/cas-register/bad/*.edn --model cas-register --init 0
     """
@@ -53,7 +54,7 @@ def lin(files: tuple[Path, ...], model: str, init_text: str | None, time_limit: 
                               engine=engine)
         except HistoryError as err:
             click.echo(f"error: {err}", err=True)
-            verdicts.append("unknown")
+            verdicts.append("error")
             continue
         except (EngineUnavailable, ValueError) as err:
             raise UserError(str(err)) from None
@@ -62,6 +63,8 @@ def lin(files: tuple[Path, ...], model: str, init_text: str | None, time_limit: 
                    else _line(path, result))
     if False in verdicts:
         raise SystemExit(1)
+    if "error" in verdicts:
+        raise SystemExit(UserError.exit_code)
     if "unknown" in verdicts:
         raise SystemExit(2)
 

@@ -16,6 +16,16 @@ from harness.store import Store, StoreError, check_writable, find_run_dir
 VERDICTS = {True: "valid", False: "INVALID", "unknown": "unknown", None: "unknown"}
 
 
+def exit_code(status: str, valid: Any) -> int:
+    """0 valid, 1 invalid, 2 unknown; a run that errored or was interrupted has no verdict."""
+    from harness import cli  # its exit codes are defined after the commands are registered
+    if status == "interrupted":
+        return cli.EXIT_INTERRUPTED
+    if status != "complete":
+        return cli.EXIT_ERROR
+    return {True: 0, False: 1}.get(valid, 2)
+
+
 def register(cli: click.Group) -> None:
     cli.add_command(run)
     cli.add_command(import_command)
@@ -75,6 +85,8 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
               help=f"Longest final phase, seconds [default: {_default('drain_timeout'):g}].")
 @click.option("--target", "targets", multiple=True,
               help="Roles faults may hit, repeatable: brokers, controllers, nameservers [default: all].")
+@click.option("--timing", help="SUT timing: default (RocketMQ's intervals and timeouts) or fast (a tenth) "
+                               f"[default: {_default('timing')}].")
 @click.option("--no-check", is_flag=True, help="Skip the checkers (the verdict is then unknown).")
 @click.option("--spark-master", help="Spark master URL for the checkers [default: local[*]].")
 @click.option("--dry-run", is_flag=True, help="Validate and print the schedules; start nothing.")
@@ -103,10 +115,11 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     outcome = RunLifecycle(spec, console, show_progress=not quiet).execute()
     if outcome.error:
         console.print(f"[red]run {outcome.status}:[/] {outcome.error}", highlight=False)
+    code = exit_code(outcome.status, outcome.valid)
     verdict = VERDICTS.get(outcome.valid, str(outcome.valid)) if outcome.status == "complete" else outcome.status
-    click.echo(f"verdict: {verdict} (exit {outcome.exit_code})")
+    click.echo(f"verdict: {verdict} (exit {code})")
     click.echo(f"store: {outcome.run.path}")
-    sys.exit(outcome.exit_code)
+    sys.exit(code)
 
 
 def _show_plan(spec: RunSpec, summary: dict[str, Any]) -> None:
@@ -115,7 +128,8 @@ def _show_plan(spec: RunSpec, summary: dict[str, Any]) -> None:
     click.echo(f"operations: {summary['operations']} ({ops}), digest {summary['operations_digest']}")
     click.echo(f"faults: {len(summary['faults'])} events, digest {summary['faults_digest']}")
     for event in summary["faults"]:
-        click.echo(f"  {event['offset_s']:8.3f}s  {event['phase']:<5}  {event['fault']}  (window {event['window']})")
+        click.echo(f"  {event['offset_s']:8.3f}s  {event['phase']:<5}  {event['fault']}  "
+                   f"(window {event['window']}, target seed {event['seed']})")
 
 
 @click.command("import")
@@ -141,7 +155,7 @@ def import_command(edn_file: Path, store: Path, workload: str | None, check: boo
         results = check_runs([run_dir.path])
         valid = results[0].get("valid", "unknown") if results else "unknown"
         click.echo(f"verdict: {VERDICTS.get(valid, str(valid))}")
-        sys.exit({True: 0, False: 1}.get(valid, 2))
+        sys.exit(exit_code("complete", valid))
 
 
 @click.command()

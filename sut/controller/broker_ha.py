@@ -283,6 +283,9 @@ class ControllerHA(HAStrategy):
     def expected_master_epoch(self) -> int:
         return self.master_epoch
 
+    def current_master_epoch(self) -> int:
+        return self.master_epoch
+
     def on_ack(self, link: SlaveLink) -> None:
         if link.caught_up_at:
             self._caught_up[link.broker_id] = max(self._caught_up.get(link.broker_id, 0.0),

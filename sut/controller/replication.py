@@ -81,7 +81,7 @@ class MasterHooks(Protocol):
     broker_id: int
 
     def serving_as_master(self) -> bool: ...
-    def master_epoch(self) -> int: ...
+    def current_master_epoch(self) -> int: ...
     def confirm_offset(self) -> int: ...
     def on_ack(self, link: SlaveLink) -> None: ...
     def on_link_closed(self, link: SlaveLink) -> None: ...
@@ -147,7 +147,7 @@ class MasterSide:
         broker_id = get_field(cmd, "broker_id", int)
         learner = get_field(cmd, "learner", bool, False)
         expected_epoch = get_field(cmd, "master_epoch", int, 0)
-        epoch = self.hooks.master_epoch()
+        epoch = self.hooks.current_master_epoch()
         if not self.hooks.serving_as_master() or expected_epoch > epoch:
             return cmd.reply(RC.NOT_MASTER, {"error": f"broker {self.hooks.broker_id} is not the "
                                                       f"master of epoch {expected_epoch}"})
@@ -191,7 +191,7 @@ class MasterSide:
         try:
             while link.conn.id in self._by_conn:
                 end = self.store.max_offset
-                data, epoch, epoch_start = b"", self.hooks.master_epoch(), 0
+                data, epoch, epoch_start = b"", self.hooks.current_master_epoch(), 0
                 if offset < end:
                     located = self.epochs.entry_for_offset(offset)
                     if located is None:
@@ -250,21 +250,23 @@ class SlaveSide:
         self.connected = False
         self.truncations: list[tuple[int, int]] = []   # (from, to) for status/tests
         self._task: asyncio.Task | None = None
+        self._stopped = False
 
     def start(self) -> None:
+        self._stopped = False
         self._task = asyncio.create_task(self._run(), name=f"ha-follow-{self.master_addr}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._task = None
+        """Stop following. Cancels until the task is gone: a cancel that lands just as a
+        connect attempt fails can be swallowed by asyncio.wait_for (Python 3.11)."""
+        self._stopped = True
+        task, self._task = self._task, None
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=0.5)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             try:
                 await self._follow()
             except (RpcError, OSError, asyncio.TimeoutError, ProtocolError, CorruptRecord,

@@ -449,6 +449,12 @@ def create(raw: dict[str, Any], source: str) -> ControllerProcess:
     return ControllerProcess(config, where)
 
 
+def check_embedded(raw: dict[str, Any], host: str, port: int, raft_port: int, where: str) -> None:
+    """ConfigError if a process's embedded-controller settings are wrong (before starting)."""
+    settings = parse(ControllerSettings, raw, where)
+    settings.raft_config(settings.identify(host, port, raft_port, where), ".", where)
+
+
 def embedded(raw: dict[str, Any], host: str, port: int, raft_port: int, data_dir: str | os.PathLike,
              log: logging.Logger, where: str) -> Controller:
     """A Controller inside another process (a nameserver with `controller` settings)."""

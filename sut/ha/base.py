@@ -6,8 +6,8 @@ registration the same way in every mode; what differs is behind HAStrategy:
 - put(messages): append and decide when to acknowledge, with which status;
 - role / broker_id: master or slave now, and the id to register with;
 - confirm_offset(): the log position consumers may read up to;
-- registration() / on_registered(): what goes to the nameserver and what a
-  registration answer (the master's addresses) means to this mode;
+- registration() / on_registered(): what goes to the nameserver and what its
+  answer to a registration or heartbeat (the master's addresses) means here;
 - handlers(): extra request codes served on the broker port (e.g. Raft).
 
 The status rules every strategy must keep (ROCKETMQ_HA.md "Send statuses"),
@@ -125,7 +125,7 @@ class HAStrategy:
         return {"broker_id": self.broker_id, "role": self.role.value}
 
     def on_registered(self, fields: dict[str, Any]) -> None:
-        """A nameserver answered a registration (master_addr, master_ha_addr)."""
+        """A nameserver answered a registration or heartbeat (master_addr, master_ha_addr)."""
 
     def handlers(self) -> dict[int, Handler]:
         return {}

@@ -68,15 +68,14 @@ class RaftConfig:
 
     def __post_init__(self) -> None:
         if self.node_id not in self.peers:
-            raise RaftConfigError(f"raft.node_id {self.node_id!r} is not one of raft.peers "
-                                  f"{sorted(self.peers)}")
+            raise RaftConfigError(f"node_id {self.node_id!r} is not one of peers {sorted(self.peers)}")
         for peer, address in self.peers.items():
-            parse_address(address, f"raft.peers.{peer}")
+            parse_address(address, f"peers.{peer}")
         t = self.timing
         if not 0 < t.min_vote_interval_ms <= t.max_vote_interval_ms:
-            raise RaftConfigError("raft.timing: need 0 < min_vote_interval_ms <= max_vote_interval_ms")
+            raise RaftConfigError("timing: need 0 < min_vote_interval_ms <= max_vote_interval_ms")
         if t.heartbeat_interval_ms <= 0 or t.max_heartbeat_leak <= 0:
-            raise RaftConfigError("raft.timing: heartbeat_interval_ms and max_heartbeat_leak must be > 0")
+            raise RaftConfigError("timing: heartbeat_interval_ms and max_heartbeat_leak must be > 0")
 
     @property
     def quorum(self) -> int:
@@ -106,8 +105,11 @@ class RaftConfig:
                               "commit_current_term_only", "sync_flush"}
         if unknown:
             raise RaftConfigError(f"{where}: unknown field(s) {sorted(unknown)}")
-        return cls(str(node_id), {str(k): str(v) for k, v in peers.items()}, str(data_dir), timing,
-                   bool(raw.get("commit_current_term_only", True)), bool(raw.get("sync_flush", False)))
+        try:
+            return cls(str(node_id), {str(k): str(v) for k, v in peers.items()}, str(data_dir), timing,
+                       bool(raw.get("commit_current_term_only", True)), bool(raw.get("sync_flush", False)))
+        except RaftConfigError as exc:
+            raise RaftConfigError(f"{where}: {exc}") from None
 
 
 def _timing_from(raw: Any, where: str) -> RaftTiming:

@@ -12,32 +12,17 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Protocol, TypeVar
 
+from sut.local import SUT_ROOT, free_ports
 from sut.protocol import RpcError
 from sut.raft.client import LeaderClient
 
 T = TypeVar("T")
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports that were free a moment ago (kept bound together so they differ)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((host, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 class Launcher(Protocol):
@@ -58,8 +43,8 @@ class SubprocessLauncher:
 
     def start(self, member: str, argv: list[str], data_dir: str) -> None:
         with open(os.path.join(data_dir, "stdio.txt"), "ab") as out:
-            self._procs[member] = subprocess.Popen(argv, cwd=_REPO, stdout=out, stderr=subprocess.STDOUT,
-                                                   start_new_session=True)
+            self._procs[member] = subprocess.Popen(argv, cwd=str(SUT_ROOT), stdout=out,
+                                                   stderr=subprocess.STDOUT, start_new_session=True)
 
     def alive(self, member: str) -> bool:
         proc = self._procs.get(member)
@@ -81,10 +66,10 @@ class SubprocessLauncher:
 class LocalGroup:
     """`size` Raft members n0..n{size-1} under `root`, each in its own process.
 
-    `hosts` gives each member's address (default: all on `host`, free ports);
+    `hosts` gives each member's address (default: all on 127.0.0.1, free ports);
     with explicit hosts every member listens on `port`."""
 
-    def __init__(self, root: str, size: int = 3, timing: str | dict = "test", host: str = "127.0.0.1",
+    def __init__(self, root: str, size: int = 3, timing: str | dict = "test",
                  raft_options: dict[str, Any] | None = None, read_mode: str = "read-index",
                  hosts: list[str] | None = None, port: int = 19300,
                  launcher: Launcher | None = None) -> None:
@@ -93,7 +78,7 @@ class LocalGroup:
         if hosts:
             self.addresses = {m: f"{h}:{port}" for m, h in zip(self.members, hosts)}
         else:
-            self.addresses = {m: f"{host}:{p}" for m, p in zip(self.members, free_ports(size, host))}
+            self.addresses = {m: f"127.0.0.1:{p}" for m, p in zip(self.members, free_ports(size))}
         self.launcher: Launcher = launcher or SubprocessLauncher()
         for member in self.members:
             os.makedirs(self.data_dir(member), exist_ok=True)

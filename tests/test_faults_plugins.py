@@ -1,0 +1,184 @@
+"""The plugin API: the example of docs/nemeses.md installed as a package and run on a cluster."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import threading
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import faults
+from faults import registry
+from faults.schedule import FaultSpec, ScheduleSpec, plan
+from faults_support import chain_is_gone, make_context, reachability, read_events
+
+DOCS = Path(__file__).parent.parent / "docs" / "nemeses.md"
+CHAOS = str(Path(sys.executable).parent / "chaos")
+
+
+def example_from_docs() -> tuple[str, str]:
+    """The plugin module and the entry point line, exactly as docs/nemeses.md shows them."""
+    text = DOCS.read_text()
+    section = text[text.index("### A complete example"):]
+    module = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    project = tomllib.loads(re.search(r"```toml\n(.*?)```", section, re.S).group(1))["project"]
+    [(name, target)] = project["entry-points"]["chaos.faults"].items()
+    return module, f"{name} = {target}"
+
+
+def build_wheel(directory: Path, module: str, entry: str) -> Path:
+    """A wheel is a zip with a dist-info directory; writing one needs no build backend."""
+    dist = "chaos_linkcut-0.1.dist-info"
+    files = {
+        "chaos_linkcut.py": module,
+        f"{dist}/METADATA": "Metadata-Version: 2.1\nName: chaos-linkcut\nVersion: 0.1\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}/entry_points.txt": f"[chaos.faults]\n{entry}\n",
+    }
+    record = []
+    for name, content in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(content.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(content.encode())}")
+    record.append(f"{dist}/RECORD,,")
+    path = directory / "chaos_linkcut-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, content in files.items():
+            wheel.writestr(name, content)
+        wheel.writestr(f"{dist}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("plugin")
+    wheel = build_wheel(work, *example_from_docs())
+    site = work / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    "--disable-pip-version-check", "--target", str(site), str(wheel)], check=True, timeout=300)
+    return site
+
+
+@pytest.fixture
+def plugin_loaded(plugin_site, monkeypatch):
+    monkeypatch.syspath_prepend(str(plugin_site))
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
+    registry.load_plugins(reload=True)
+    yield
+    monkeypatch.undo()
+    sys.modules.pop("chaos_linkcut", None)
+    registry.load_plugins(reload=True)
+
+
+def test_chaos_faults_lists_builtins_and_the_installed_plugin(plugin_site) -> None:
+    env = {**os.environ, "PYTHONPATH": str(plugin_site)}
+    listing = subprocess.run([CHAOS, "faults"], capture_output=True, text=True, env=env, timeout=60)
+    assert listing.returncode == 0, listing.stderr
+    lines = {line.split()[0]: line for line in listing.stdout.splitlines()}
+    assert "cut the link between two random nodes" in lines["link-cut"]
+    assert "chaos_linkcut" in lines["link-cut"]
+    section6 = ["noop", "random-kill", "minor-kill", "major-kill", "fixed-kill", "leader-kill",
+                "random-suspend", "minor-suspend", "major-suspend", "fixed-suspend", "leader-suspend",
+                "random-partition", "fixed-partition", "leader-partition", "partition-majorities-ring",
+                "bridge", "random-loss"]
+    assert set(section6) <= set(lines)
+
+
+@pytest.mark.cluster
+def test_the_plugin_nemesis_runs_on_a_cluster_and_is_healed(plugin_loaded, netns_cluster, tmp_path) -> None:
+    from faults_support import start_servers, stop_servers
+
+    inventory, pool = netns_cluster
+    assert faults.validate(["link-cut"], inventory.names) == [FaultSpec("link-cut", {})]
+    procs = start_servers(inventory, pool)
+    try:
+        ctx = make_context(inventory, pool, tmp_path, procs, seed=4)
+        during: list[dict[str, set[str]]] = []
+        spec = ScheduleSpec([FaultSpec("link-cut")], interval=0.1, duration=0.5)
+        faults.run_schedule(ctx, plan(4, spec, 1.0), threading.Event(),
+                            on_change=lambda active: active and during.append(reachability(inventory, pool)))
+        start, stop = read_events(tmp_path)
+        a, b = start["value"]["targets"]
+        assert start["f"] == "link-cut" and start["value"]["grudge"] == {a: [b], b: [a]}
+        assert b not in during[0][a] and a not in during[0][b]
+        third = next(n for n in inventory.names if n not in (a, b))
+        assert during[0][third] == {a, b}
+        assert stop["value"]["phase"] == "stop" and stop["error"] is None
+        assert ctx.journal.pending() == [] and all(chain_is_gone(pool, n) for n in inventory.names)
+    finally:
+        stop_servers(pool, procs)
+
+
+def test_a_plugin_without_start_or_stop_is_refused() -> None:
+    class Half:
+        name = "half"
+        description = "no stop"
+
+        def start(self, ctx):
+            return None
+
+    with pytest.raises(faults.FaultError, match="missing the stop"):
+        faults.register(Half)
+
+
+def test_a_plugin_cannot_take_a_builtin_name(monkeypatch) -> None:
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
+
+    class Impostor:
+        name = "random-kill"
+        description = "not the real one"
+
+        def start(self, ctx):
+            return None
+
+        def stop(self, ctx, handle):
+            return None
+
+    with pytest.raises(faults.FaultError, match="'random-kill' is taken by builtin"):
+        faults.register(Impostor)
+
+
+def test_a_broken_plugin_is_reported_and_the_rest_still_load(tmp_path, monkeypatch) -> None:
+    dist = tmp_path / "chaos_broken-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: chaos-broken\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[chaos.faults]\nbroken = chaos_broken_missing:Nope\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
+    registry.load_plugins(reload=True)
+    try:
+        assert any("chaos_broken_missing" in problem for problem in faults.plugin_errors())
+        assert "random-kill" in faults.names()
+    finally:
+        monkeypatch.undo()
+        registry.load_plugins(reload=True)
+
+
+@pytest.mark.parametrize("names, nodes, fixed, message", [
+    (["random-kil"], 5, (), "unknown fault 'random-kil'; known faults: bridge, fixed-kill"),
+    (["bridge"], 2, (), "fault bridge needs at least 3 nodes; the cluster has 2"),
+    (["partition-majorities-ring"], 2, (), "needs at least 3 nodes"),
+    (["minor-suspend"], 2, (), "needs at least 3 nodes"),
+    (["random-partition"], 1, (), "needs at least 2 nodes"),
+    (["fixed-kill"], 3, (), "fault fixed-kill: needs the nodes to hit: targets=n1,n2"),
+    (["fixed-partition:targets=n2,n8"], 3, (), "target(s) n8 not in the cluster (nodes: n1, n2, n3)"),
+    (["fixed-suspend"], 3, ("n0",), "target(s) n0 not in the cluster"),
+    (["random-loss:probability=0"], 3, (), "probability must be in (0, 1]"),
+    (["random-kill:targets=n1"], 3, (), "unknown option(s) targets (options: signal)"),
+])
+def test_bad_fault_choices_fail_before_the_run_with_one_clear_line(names, nodes, fixed, message) -> None:
+    with pytest.raises(faults.FaultError) as error:
+        faults.validate(names, [f"n{i}" for i in range(1, nodes + 1)], fixed)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_validate_fills_in_fixed_targets_and_keeps_options() -> None:
+    specs = faults.validate(["fixed-kill", "random-loss:probability=0.4", "noop"], ["n1", "n2", "n3"], ["n2"])
+    assert specs == [FaultSpec("fixed-kill", {"targets": ["n2"]}), FaultSpec("random-loss", {"probability": 0.4}),
+                     FaultSpec("noop", {})]

@@ -1,0 +1,91 @@
+"""`chaos lin FILE...`: a verdict line per file and exit codes 0/1/2."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import UserError, cli  # first: it registers every command module
+from harness.commands.lin import lin
+
+pytestmark = pytest.mark.jvm
+
+KNOSSOS = Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "knossos"
+
+
+def run(*args: str):
+    return CliRunner().invoke(lin, [str(a) for a in args])
+
+
+def test_lin_is_a_chaos_command():
+    assert "lin" in cli.commands
+
+
+def test_good_edn_histories_are_valid_and_exit_0():
+    good = KNOSSOS / "cas-register" / "good"
+    result = run(good / "cas-register-bug.edn", good / "mongodb-v0-ack-rollback-9.edn",
+                 "--model", "cas-register", "--init", "0")
+    assert result.exit_code == 0, result.output
+    assert result.output.count(": valid") == 2
+
+
+def test_a_bad_history_exits_1_and_names_the_op():
+    result = run(KNOSSOS / "cas-register" / "bad" / "bad-analysis.edn",
+                 KNOSSOS / "cas-register" / "good" / "cas-register-bug.edn", "--init", "0")
+    assert result.exit_code == 1
+    assert "bad-analysis.edn: INVALID cannot linearize #14 ok read 2 by process 21" in result.output
+    assert "cas-register-bug.edn: valid" in result.output
+
+
+def test_our_json_lines_with_keys_are_checked_per_key(tmp_path):
+    events = [{"process": 0, "type": "invoke", "f": "put", "key": "a", "value": "x"},
+              {"process": 0, "type": "ok", "f": "put", "key": "a", "value": "x"},
+              {"process": 1, "type": "invoke", "f": "get", "key": "b", "value": None},
+              {"process": 1, "type": "ok", "f": "get", "key": "b", "value": "x"}]
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    result = run(path, "--model", "kv", "--json")
+    assert result.exit_code == 1
+    line = json.loads(result.output)
+    assert line["valid"] is False and line["key"] == "b" and line["op"]["index"] == 3
+
+
+def test_a_time_limit_exits_2_with_the_cause(tmp_path):
+    history = [{"process": p, "type": "invoke", "f": "write", "value": p + 1} for p in range(18)]
+    history += [{"process": p, "type": "info", "f": "write", "value": p + 1} for p in range(18)]
+    for v in [*range(1, 19), 999]:
+        history += [{"process": 99, "type": "invoke", "f": "read", "value": None},
+                    {"process": 99, "type": "ok", "f": "read", "value": v}]
+    path = tmp_path / "hard.json"
+    path.write_text(json.dumps(history))
+    result = run(path, "--init", "0", "--time-limit", "0.2")
+    assert result.exit_code == 2
+    assert "hard.json: unknown (timeout" in result.output
+
+
+def test_multi_register_init_may_be_edn():
+    result = run(KNOSSOS / "multi-register" / "good" / "multi-register.edn",
+                 "--model", "multi-register", "--init", "{:x 0 :y 0}")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_malformed_file_is_one_line_and_the_user_error_exit_code(tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"process": 0, "type": "invoke", "f": "read"}\n{"process": 0, "type":\n')
+    result = run(path, KNOSSOS / "cas-register" / "good" / "cas-register-bug.edn")
+    assert result.exit_code == UserError.exit_code
+    assert "cas-register-bug.edn: valid" in result.output
+    assert "broken.jsonl:2: malformed history line" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_an_unknown_model_is_refused_by_the_option():
+    result = run("x.edn", "--model", "queue")
+    assert result.exit_code == 2 and "Invalid value for '--model'" in result.output
+
+
+def test_an_init_that_is_neither_json_nor_edn_is_refused():
+    result = run(KNOSSOS / "mutex" / "bad" / "etcd.edn", "--init", "{:x")
+    assert result.exit_code == UserError.exit_code and "--init '{:x' is neither JSON nor EDN" in result.output
