@@ -6,10 +6,10 @@
 For each cluster size: a random-partition (apply = every node's rules in
 place and counted; heal = every rule removed and verified), a full heal of
 the chain (flush + verify + unhook), and a random-kill (apply = kill -9 and
-verified gone; heal = started again and verified running). The first round
-opens the SSH connections ("cold"); the others reuse them ("warm"), which is
-the case during a run. For scale, the time of one warm SSH command is
-printed too. Needs root (creates network namespaces). Prints
+verified gone; heal = started again and verified running). "cold" is the
+first fault on a fresh pool, which opens the SSH connections; "warm" reuses
+them, as a run does. For scale, the time of one warm SSH command is printed
+too. Needs root (creates network namespaces). Prints
 numbers only; nothing is asserted.
 """
 from __future__ import annotations
@@ -49,39 +49,49 @@ def summary(samples: list[float]) -> str:
 def bench_size(size: int, rounds: int, work: Path) -> None:
     name = f"bench{os.getpid()}-{secrets.token_hex(2)}"
     inventory = netns.up(name, size, persistent=False)
+    procs = {n.name: nuclei.Proc(n.name, "sleeper", pidfile=f"{n.workdir}/sleeper.pid",
+                                 argv=("python3", "-c", SLEEPER, n.workdir), role="broker",
+                                 logfile=f"{n.workdir}/sleeper.log") for n in inventory.nodes}
     try:
-        procs = {n.name: nuclei.Proc(n.name, "sleeper", pidfile=f"{n.workdir}/sleeper.pid",
-                                     argv=("python3", "-c", SLEEPER, n.workdir), role="broker",
-                                     logfile=f"{n.workdir}/sleeper.log") for n in inventory.nodes}
         with Pool(inventory) as setup:
             for proc in procs.values():
                 setup.start_detached(proc.node, list(proc.argv), proc.pidfile, proc.logfile)
-        pool = Pool(inventory)  # a fresh pool: the first round pays for the connections
-        ctx = faults.FaultContext(
-            pool=pool, nodes=list(inventory.nodes), rng=random.Random(1),
-            journal=nuclei.Journal(work / f"journal-{size}.jsonl"),
-            processes=lambda node: [procs[node]],
-            start_process=lambda proc: pool.start_detached(proc.node, list(proc.argv), proc.pidfile,
-                                                           proc.logfile))
+        journal = nuclei.Journal(work / f"journal-{size}.jsonl")
+
+        def context(pool: Pool) -> faults.FaultContext:
+            return faults.FaultContext(
+                pool=pool, nodes=list(inventory.nodes), rng=random.Random(1), journal=journal,
+                processes=lambda node: [procs[node]],
+                start_process=lambda proc: pool.start_detached(proc.node, list(proc.argv), proc.pidfile,
+                                                               proc.logfile))
+
+        partition, kill = faults.create("random-partition"), faults.create("random-kill")
+        # Cold: the first fault on a fresh pool pays for opening the SSH connections.
+        cold: dict[str, float] = {}
+        for key, nemesis in (("partition apply", partition), ("kill apply", kill)):
+            with Pool(inventory) as fresh:
+                ctx = context(fresh)
+                cold[key], handle = timed(lambda: nemesis.start(ctx))
+                nemesis.stop(ctx, handle)
+        pool = Pool(inventory)
+        ctx = context(pool)
+        pool.run(inventory.nodes[0].name, "true")
+        baseline = [timed(lambda: pool.run(inventory.nodes[0].name, "true"))[0] for _ in range(20)]
         results: dict[str, list[float]] = {key: [] for key in
                                            ("partition apply", "partition heal", "chain heal",
                                             "kill apply", "kill heal")}
-        cold: dict[str, float] = {}
-        pool.run(inventory.nodes[0].name, "true")
-        baseline = [timed(lambda: pool.run(inventory.nodes[0].name, "true"))[0] for _ in range(20)]
-        partition, kill = faults.create("random-partition"), faults.create("random-kill")
-        for round_no in range(rounds + 1):
-            samples = {}
-            samples["partition apply"], handle = timed(lambda: partition.start(ctx))
-            samples["partition heal"], _ = timed(lambda: partition.stop(ctx, handle))
-            samples["chain heal"], _ = timed(lambda: nuclei.heal(pool, ctx.journal, nodes=ctx.names))
-            samples["kill apply"], handle = timed(lambda: kill.start(ctx))
-            samples["kill heal"], _ = timed(lambda: kill.stop(ctx, handle))
-            for key, value in samples.items():
-                (cold.__setitem__(key, value) if round_no == 0 else results[key].append(value))
-        print(f"{size} nodes, {rounds} warm rounds (ms); one SSH command (`true`) takes {summary(baseline)}")
+        for _ in range(rounds):
+            elapsed, handle = timed(lambda: partition.start(ctx))
+            results["partition apply"].append(elapsed)
+            results["partition heal"].append(timed(lambda: partition.stop(ctx, handle))[0])
+            results["chain heal"].append(timed(lambda: nuclei.heal(pool, journal, nodes=ctx.names))[0])
+            elapsed, handle = timed(lambda: kill.start(ctx))
+            results["kill apply"].append(elapsed)
+            results["kill heal"].append(timed(lambda: kill.stop(ctx, handle))[0])
+        print(f"{size} nodes, {rounds} rounds (ms); one SSH command (`true`) takes {summary(baseline)}")
         for key, values in results.items():
-            print(f"  {key:16} cold {cold[key]:7.1f}   warm {summary(values)}")
+            first = f"cold {cold[key]:7.1f}" if key in cold else " " * 12
+            print(f"  {key:16} {first}   warm {summary(values)}")
         pool.close()
     finally:
         with Pool(inventory) as cleanup:

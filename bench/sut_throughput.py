@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -62,6 +63,12 @@ async def drive(namesrv: list[str], producers: int, size: int, duration: float) 
             "max_ms": latencies[-1] * 1000 if latencies else 0.0, "statuses": outcomes}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_scenario(name: str, producers: int, size: int, duration: float) -> dict:
     profile, overrides = SCENARIOS[name]
     with tempfile.TemporaryDirectory(prefix="sut-bench-") as tmp, \
@@ -71,7 +78,17 @@ def run_scenario(name: str, producers: int, size: int, duration: float) -> dict:
             master = cluster.address("broker-a-0")
             wait_until(lambda: (admin.run_sync(admin.process_status(master)) or {})
                        .get("ha", {}).get("slaves"), 30, what="slave connected")
-        return asyncio.run(drive(cluster.namesrv_addrs, producers, size, duration))
+        brokers = {n: p.pid for n, p in cluster.popen.items() if n.startswith("broker")}
+        before = {n: cpu_seconds(pid) for n, pid in brokers.items()}
+        client_before = time.process_time()
+        result = asyncio.run(drive(cluster.namesrv_addrs, producers, size, duration))
+        # CPU per acknowledged message: comparable across runs even on a busy machine
+        acked = max(1, result["acked"])
+        syncs = (admin.run_sync(admin.process_status(cluster.address("broker-a-0"))) or {}).get("sync_count", 0)
+        result["msgs_per_sync"] = acked / max(1, syncs)
+        result["cpu_us"] = {n: (cpu_seconds(pid) - before[n]) / acked * 1e6 for n, pid in brokers.items()}
+        result["cpu_us"]["client"] = (time.process_time() - client_before) / acked * 1e6
+        return result
 
 
 def main() -> None:
@@ -83,11 +100,16 @@ def main() -> None:
     args = parser.parse_args()
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     print(f"{args.producers} producers, {args.size} B messages, {args.duration:g} s per scenario")
-    print(f"{'scenario':<20} {'msg/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  statuses")
+    print(f"load average before: {os.getloadavg()[0]:.1f} (2-core machine: above 2 means contention)")
+    print(f"{'scenario':<20} {'msg/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  "
+          f"CPU us/msg per process; statuses")
     for name in names:
         r = run_scenario(name, args.producers, args.size, args.duration)
+        cpu = ", ".join(f"{k} {v:.0f}" for k, v in r["cpu_us"].items())
+        if "sync" in name:
+            cpu += f"; {r['msgs_per_sync']:.1f} msgs per fdatasync"
         print(f"{name:<20} {r['msgs_per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
-              f"{r['max_ms']:>8.1f}  {r['statuses']}", flush=True)
+              f"{r['max_ms']:>8.1f}  {cpu}; {r['statuses']}", flush=True)
 
 
 if __name__ == "__main__":

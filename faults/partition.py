@@ -43,6 +43,9 @@ class PartitionFault:
         if self.shape == "fixed":
             selection.check_fixed(self.fixed, ctx.names)
             rest = [n for n in nodes if n not in self.fixed]
+            if not rest:
+                raise selection.TargetError(f"{self.name}: targets {', '.join(self.fixed)} are every node; "
+                                            f"nothing is left on the other side")
             return list(self.fixed), shapes.split(list(self.fixed) + rest, self.fixed)
         if self.shape == "leader":
             leader = ctx.find_leader()

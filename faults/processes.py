@@ -8,6 +8,7 @@ leader of the controllers).
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ from faults.context import Applied, FaultContext
 from faults.registry import register
 
 
-class ProcessFault:
+class ProcessFault(ABC):
     """Shared target choice and bookkeeping; subclasses say what to do to one process."""
 
     action = ""
@@ -52,7 +53,7 @@ class ProcessFault:
 
         actions = apply_all(ctx, f"{self.name} on {', '.join(chosen) or 'no node'}",
                             {node: job(node) for node in chosen})
-        details: dict[str, Any] = {"processes": [f"{e.node}/{e.params.get('name')}" for e, _ in actions]}
+        details: dict[str, Any] = {"processes": sorted(f"{e.node}/{e.params.get('name')}" for e, _ in actions)}
         if skipped:
             details["not_running"] = sorted(skipped)
         if self.selector == "leader" and leader is None:
@@ -62,8 +63,9 @@ class ProcessFault:
     def stop(self, ctx: FaultContext, handle: Applied) -> None:
         undo_all(ctx, handle.actions)
 
+    @abstractmethod
     def apply(self, ctx: FaultContext, proc: Any) -> list[Any]:
-        raise NotImplementedError
+        """Act on one process through a nucleus; returns the journal entries made."""
 
 
 class KillFault(ProcessFault):

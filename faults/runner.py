@@ -120,7 +120,10 @@ class ScheduleRunner:
 
     def _heal(self) -> None:
         for key in reversed(list(self._active)):
-            self._stop(key)
+            try:
+                self._stop(key)
+            except Exception:  # noqa: BLE001 - e.g. a failing display; nuclei.heal below undoes it all
+                pass
         self.heal_report = nuclei.heal(self.ctx.pool, self.ctx.journal, start=self.ctx.start_process)
         if not self.heal_report.ok:
             raise FaultError("heal incomplete, run `chaos heal` for this run: "

@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "harness.commands.faults",
     "harness.commands.run",
     "harness.commands.lin",
+    "harness.commands.check",
 ]
 
 

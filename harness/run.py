@@ -306,10 +306,11 @@ class RunLifecycle:
         if len(inventory.nodes) < needed:
             raise RunError(f"profile {self.spec.profile} needs {needed} nodes, "
                            f"inventory {inventory.name} has {len(inventory.nodes)}")
-        fault_specs = faults.validate(self.spec.faults, inventory.names)
         with Pool(inventory) as pool:
             deployer = Deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing)
+            fault_specs = faults.validate(self.spec.faults, [node.name for node in deployer.used_nodes])
             journal = nuclei.Journal(self.run.journal_file)
+            self.run.journal_file.touch()  # part of the layout even if no fault ever applies
             try:
                 with self.record.phase("deploy", self.status):
                     deployer.install()
@@ -368,8 +369,10 @@ class RunLifecycle:
         def on_change(active: list[faults.ActiveFault]) -> None:
             self.status.fault = " + ".join(map(str, active)) if active else "quiet"
 
+        # Faults target the nodes that run the SUT: a spare node of the inventory
+        # has nothing to kill and no traffic to cut.
         ctx = faults.FaultContext(
-            pool=pool, nodes=list(inventory.nodes), rng=random.Random(f"{spec.seed}:faults"),
+            pool=pool, nodes=list(deployer.used_nodes), rng=random.Random(f"{spec.seed}:faults"),
             journal=journal, processes=deployer.processes, start_process=deployer.start_process,
             leader=deployer.leader, target_roles=faults.normalize_roles(list(spec.targets)),
             emit=emit, run_start_ns=clock.origin_ns)

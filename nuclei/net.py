@@ -22,26 +22,30 @@ from nuclei.remote import NucleusError, sh
 
 CHAIN = "CHAOS"
 
-_ENSURE_CHAIN = f"""
+# Each iptables call costs a few ms (more on a loaded machine), so every
+# script runs as few as it can and verifies with one `iptables -S` at the end.
+_ADD_RULES = f"""
 iptables -w -N {CHAIN} 2>/dev/null
-iptables -w -C INPUT -j {CHAIN} 2>/dev/null || iptables -w -I INPUT 1 -j {CHAIN} || exit 4
-iptables -w -C OUTPUT -j {CHAIN} 2>/dev/null || iptables -w -I OUTPUT 1 -j {CHAIN} || exit 4
+printf %%s %(restore)s | iptables-restore -w -n || exit 5
+now=$(iptables -w -S) || exit 5
+echo "$now" | grep -qxF -- '-A INPUT -j {CHAIN}' || iptables -w -I INPUT 1 -j {CHAIN} || exit 4
+echo "$now" | grep -qxF -- '-A OUTPUT -j {CHAIN}' || iptables -w -I OUTPUT 1 -j {CHAIN} || exit 4
+echo "$now" | grep -cF -- %(needle)s
 """
-
-_COUNT_TAG = f"iptables -w -S {CHAIN} 2>/dev/null | grep -cF -- %(needle)s"
 
 _DELETE_TAG = f"""
 rules=$(iptables -w -S {CHAIN} 2>/dev/null | grep -F -- %(needle)s | sed 's/^-A /-D /')
 if [ -n "$rules" ]; then printf '*filter\\n%%s\\nCOMMIT\\n' "$rules" | iptables-restore -w -n || exit 5; fi
-echo "left=$({_COUNT_TAG})"
+echo "left=$(iptables -w -S {CHAIN} 2>/dev/null | grep -cF -- %(needle)s)"
 """
 
 _CLEAR_CHAIN = f"""
-if iptables -w -S {CHAIN} >/dev/null 2>&1; then iptables -w -F {CHAIN} || exit 5; fi
-echo "rules=$(iptables -w -S {CHAIN} 2>/dev/null | grep -c '^-A')"
+iptables -w -F {CHAIN} 2>/dev/null
 %(unhook)s
-echo "chain=$(iptables -w -S {CHAIN} >/dev/null 2>&1 && echo yes || echo no)"
-echo "hooks=$(iptables -w -S INPUT | grep -c -- '-j {CHAIN}$')$(iptables -w -S OUTPUT | grep -c -- '-j {CHAIN}$')"
+now=$(iptables -w -S) || exit 5
+echo "rules=$(echo "$now" | grep -c '^-A {CHAIN} ')"
+echo "chain=$(echo "$now" | grep -qxF -- '-N {CHAIN}' && echo yes || echo no)"
+echo "hooks=$(echo "$now" | grep -c -- '-j {CHAIN}$')"
 """
 
 _UNHOOK = f"""
@@ -104,7 +108,7 @@ def clear(pool: Any, node: str, unhook: bool = False) -> None:
     facts = dict(line.split("=", 1) for line in result.stdout.split() if "=" in line)
     healed = result.exited == 0 and facts.get("rules") == "0"
     if unhook:
-        healed = healed and facts.get("chain") == "no" and facts.get("hooks") == "00"
+        healed = healed and facts.get("chain") == "no" and facts.get("hooks") == "0"
     if not healed:
         raise NucleusError(f"node {node}: chain {CHAIN} not healed: "
                            f"{(result.stdout + result.stderr).strip()[:200]}")
@@ -124,8 +128,7 @@ def _apply(pool: Any, journal: Journal, action: str, node: str, peers: Sequence[
     rules = make_rules(tag_of(entry))
     restore = shlex.quote("\n".join(["*filter", *rules, "COMMIT", ""]))
     needle = shlex.quote(f"--comment {tag_of(entry)} ")
-    script = (_ENSURE_CHAIN + f"printf %s {restore} | iptables-restore -w -n || exit 5\n"
-              + _COUNT_TAG % {"needle": needle})
+    script = _ADD_RULES % {"restore": restore, "needle": needle}
     result = sh(pool, node, script)
     if result.exited != 0 or result.stdout.strip() != str(len(rules)):
         _undo_quietly(pool, journal, entry)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sut.config import ConfigError, parse, split_address
-from sut.ha import HAStrategy, strategy_class
+from sut.ha import HAStrategy, Role, strategy_class
 from sut.message import MAX_MSG_ID, Message, valid_topic
 from sut.process import Service, StartupError
 from sut.protocol import (
@@ -166,11 +166,12 @@ class Broker(Service):
         await self.store.close()
 
     # -- dispatch -----------------------------------------------------------------------
-    async def handle(self, cmd: Command, conn: Connection) -> Command | None:
+    def handle(self, cmd: Command, conn: Connection) -> Any:
+        """Dispatch by request code: a Command for cheap requests, a coroutine for the rest."""
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return cmd.reply(RC.REQUEST_CODE_NOT_SUPPORTED, {"error": f"unknown request code {cmd.code}"})
-        return await handler(cmd, conn)
+        return handler(cmd, conn)
 
     def _queue_arg(self, cmd: Command) -> tuple[str, int]:
         topic = get_field(cmd, "topic", str)
@@ -187,7 +188,7 @@ class Broker(Service):
         if queues is None:
             if not self.config.auto_create_topic:
                 return cmd.reply(RC.TOPIC_NOT_EXIST, {"error": f"topic {topic} does not exist"})
-            if self.ha.role.value != "master":
+            if self.ha.role != Role.MASTER:
                 return cmd.reply(RC.NOT_MASTER, {"error": "this broker is a slave"})
             self.topics.create(topic, self.config.default_queue_count)
             self.log.info("auto-created topic %s with %d queues", topic, self.config.default_queue_count)
@@ -247,19 +248,31 @@ class Broker(Service):
         return cmd.reply(result.code, fields)
 
     # -- reading ------------------------------------------------------------------------
-    async def _on_pull(self, cmd: Command, conn: Connection) -> Command:
+    def _on_pull(self, cmd: Command, conn: Connection) -> Any:
         topic, queue_id = self._queue_arg(cmd)
         offset = get_field(cmd, "offset", int)
         max_count = min(max(get_field(cmd, "max_count", int, 32), 1), self.config.max_pull_count)
         suspend = min(max(get_field(cmd, "suspend_ms", int, 0), 0), self.config.max_suspend_ms) / 1000
+        got = self._get(topic, queue_id, offset, max_count)
+        if got.status in ("NO_NEW_MESSAGE", "NO_MATCHED_QUEUE") and suspend > 0:
+            return self._pull_later(cmd, topic, queue_id, offset, max_count, suspend)
+        return self._pull_reply(cmd, topic, got)
+
+    def _get(self, topic: str, queue_id: int, offset: int, max_count: int):
+        return self.store.get_messages(topic, queue_id, offset, max_count, self.config.max_pull_bytes,
+                                       self.ha.confirm_offset())
+
+    async def _pull_later(self, cmd: Command, topic: str, queue_id: int, offset: int, max_count: int,
+                          suspend: float) -> Command:
+        """Long polling: answer when data arrives or the suspend time is over."""
         deadline = time.monotonic() + suspend
         while True:
-            got = self.store.get_messages(topic, queue_id, offset, max_count,
-                                          self.config.max_pull_bytes, self.ha.confirm_offset())
-            left = deadline - time.monotonic()
-            if got.status not in ("NO_NEW_MESSAGE", "NO_MATCHED_QUEUE") or left <= 0:
-                break
-            await self.store.wait_new_data(left)  # long polling
+            await self.store.wait_new_data(deadline - time.monotonic())
+            got = self._get(topic, queue_id, offset, max_count)
+            if got.status not in ("NO_NEW_MESSAGE", "NO_MATCHED_QUEUE") or time.monotonic() >= deadline:
+                return self._pull_reply(cmd, topic, got)
+
+    def _pull_reply(self, cmd: Command, topic: str, got) -> Command:
         if got.status == "NO_MATCHED_QUEUE" and self.topics.queues(topic) is None:
             return cmd.reply(RC.TOPIC_NOT_EXIST, {"error": f"topic {topic} does not exist"})
         return cmd.reply(_PULL_STATUS[got.status],
@@ -267,16 +280,16 @@ class Broker(Service):
                           "max_offset": got.max_offset, "count": got.count,
                           "broker_name": self.config.broker_name}, got.records)
 
-    async def _on_max_offset(self, cmd: Command, conn: Connection) -> Command:
+    def _on_max_offset(self, cmd: Command, conn: Connection) -> Command:
         topic, queue_id = self._queue_arg(cmd)
         return cmd.reply(RC.SUCCESS, {"offset": self.store.queue_max_offset(
             topic, queue_id, self.ha.confirm_offset())})
 
-    async def _on_min_offset(self, cmd: Command, conn: Connection) -> Command:
+    def _on_min_offset(self, cmd: Command, conn: Connection) -> Command:
         self._queue_arg(cmd)
         return cmd.reply(RC.SUCCESS, {"offset": 0})  # no retention: queues start at 0
 
-    async def _on_commit_offset(self, cmd: Command, conn: Connection) -> Command:
+    def _on_commit_offset(self, cmd: Command, conn: Connection) -> Command:
         topic, queue_id = self._queue_arg(cmd)
         group = get_field(cmd, "group", str)
         offset = get_field(cmd, "offset", int)
@@ -285,14 +298,14 @@ class Broker(Service):
         self.offsets.commit(group, topic, queue_id, offset)
         return cmd.reply(RC.SUCCESS)
 
-    async def _on_query_offset(self, cmd: Command, conn: Connection) -> Command:
+    def _on_query_offset(self, cmd: Command, conn: Connection) -> Command:
         topic, queue_id = self._queue_arg(cmd)
         offset = self.offsets.get(get_field(cmd, "group", str), topic, queue_id)
         if offset is None:
             return cmd.reply(RC.QUERY_NOT_FOUND, {"error": "no committed offset"})
         return cmd.reply(RC.SUCCESS, {"offset": offset})
 
-    async def _on_create_topic(self, cmd: Command, conn: Connection) -> Command:
+    def _on_create_topic(self, cmd: Command, conn: Connection) -> Command:
         topic = get_field(cmd, "topic", str)
         queues = get_field(cmd, "queues", int)
         if not valid_topic(topic) or not 0 < queues <= 1024:
@@ -302,17 +315,17 @@ class Broker(Service):
             self.registration_changed()
         return cmd.reply(RC.SUCCESS)
 
-    async def _on_status(self, cmd: Command, conn: Connection) -> Command:
+    def _on_status(self, cmd: Command, conn: Connection) -> Command:
         return cmd.reply(RC.SUCCESS, self.status())
 
     def status(self) -> dict[str, Any]:
         return {"role": "broker", "name": self.config.broker_name, "ready": self.ready,
                 "cluster": self.config.cluster, "broker_name": self.config.broker_name,
                 "broker_id": self.ha.broker_id, "ha_mode": self.config.ha_mode,
-                "ha_role": self.ha.role.value, "is_leader": self.ha.role.value == "master",
+                "ha_role": self.ha.role.value, "is_leader": self.ha.role == Role.MASTER,
                 "address": self.address,
                 "max_offset": self.store.max_offset, "confirm_offset": self.ha.confirm_offset(),
-                "flushed_offset": self.store.flushed_offset,
+                "flushed_offset": self.store.flushed_offset, "sync_count": self.store.sync_count,
                 "registered": sorted(self.registered), "topics": dict(self.topics.topics),
                 "ha": self.ha.status()}
 

@@ -190,12 +190,18 @@ class _ClientBase:
                 self._routes[topic] = route
                 return route
             errors.append(f"{addr}: {status_name(reply.code)} {reply.fields.get('error', '')}".strip())
-        if cached is not None and not refresh:
+        if cached is not None and not any("TOPIC_NOT_EXIST" in e for e in errors):
             return cached  # nameservers unreachable: a stale route beats none
         raise RouteUnavailable(f"no route for topic {topic}: " + "; ".join(errors))
 
     def forget_route(self, topic: str) -> None:
         self._routes.pop(topic, None)
+
+    def expire_route(self, topic: str) -> None:
+        """Refresh the topic's route on its next use, keeping it as a fallback."""
+        cached = self._routes.get(topic)
+        if cached is not None:
+            cached.fetched_at = float("-inf")
 
     async def close(self) -> None:
         clients, self._clients = list(self._clients.values()), {}
@@ -257,6 +263,8 @@ class Producer(_ClientBase):
                 break
             avoid = result.queue.broker_name if result.queue else None
         result.outcome = combine(outcomes) if outcomes else Outcome.FAIL
+        if result.outcome != Outcome.OK:
+            self.expire_route(topic)  # the next send asks the nameservers (master may have moved)
         return result
 
     async def _attempt(self, topic: str, bodies: list[bytes], queue: MessageQueue | int | None,

@@ -22,7 +22,7 @@ from typing import Any
 
 from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
 from sut import admin
-from sut.profiles import ProfileError, RenderedProcess, get, render
+from sut.profiles import ProfileError, RenderedProcess, get, render, serves_kv
 
 SUT_DIR = Path(__file__).resolve().parent
 START_ORDER = {"namesrv": 0, "controller": 1, "broker": 2}
@@ -99,7 +99,11 @@ class Deployer:
             self.pool.put_dir(node, SUT_DIR, posixpath.join(lib, "sut"))
 
     def start(self) -> None:
-        """Write every config, wipe old data and start every process (nameservers first)."""
+        """Write every config, wipe old data and start every process (nameservers first).
+
+        Processes of an earlier deployment that are still running are stopped first.
+        """
+        self.stop()
         local = self.run_dir / "sut-config"
         for proc, ref in zip(self.rendered, self.refs):
             path = local / ref.node / f"{ref.name}.json"
@@ -129,9 +133,10 @@ class Deployer:
         """SIGTERM every process (brokers first), SIGKILL what is still there after timeout."""
         errors = []
         for ref in reversed(self.refs):
-            cmd = shlex.join(["env", *(f"{k}={v}" for k, v in ref.env.items()), self.python, "-m",
-                              "sut", "stop", ref.role, "--config", ref.config_path,
-                              "--timeout", f"{timeout:g}"])
+            stop = shlex.join(["env", *(f"{k}={v}" for k, v in ref.env.items()), self.python, "-m",
+                               "sut", "stop", ref.role, "--config", ref.config_path,
+                               "--timeout", f"{timeout:g}"])
+            cmd = f"if [ -e {shlex.quote(ref.config_path)} ]; then {stop}; fi"  # never configured: nothing runs
             try:
                 self.pool.run(ref.node, cmd, timeout=timeout + 30)
             except InventoryError as exc:
@@ -144,11 +149,13 @@ class Deployer:
         return [r for r in self.refs if r.node == node_name]
 
     def endpoints(self) -> dict[str, list[str]]:
-        """Client addresses by kind: namesrv, brokers, controllers."""
+        """Client addresses by kind: namesrv, brokers, controllers, kv (Raft KV servers)."""
         kinds = {"namesrv": "namesrv", "broker": "brokers", "controller": "controllers"}
-        out: dict[str, list[str]] = {k: [] for k in kinds.values()}
-        for ref in self.refs:
+        out: dict[str, list[str]] = {k: [] for k in [*kinds.values(), "kv"]}
+        for proc, ref in zip(self.rendered, self.refs):
             out.setdefault(kinds.get(ref.role, ref.role), []).append(ref.address)
+            if serves_kv(proc.role, proc.config):
+                out["kv"].append(ref.address)
         return out
 
     def leader(self, role: str = "broker") -> str | None:

@@ -203,13 +203,14 @@ class NameServer(Service):
         if self.controller is not None:
             await self.controller.stop()
 
-    async def handle(self, cmd: Command, conn: Connection) -> Command:
+    def handle(self, cmd: Command, conn: Connection) -> Command:
+        """Every nameserver request is answered inline (no awaiting anywhere)."""
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return cmd.reply(RC.REQUEST_CODE_NOT_SUPPORTED, {"error": f"unknown request code {cmd.code}"})
-        return await handler(cmd)
+        return handler(cmd)
 
-    async def _on_register(self, cmd: Command) -> Command:
+    def _on_register(self, cmd: Command) -> Command:
         info = LiveBroker(cluster=get_field(cmd, "cluster", str),
                           broker_name=get_field(cmd, "broker_name", str),
                           broker_id=get_field(cmd, "broker_id", int),
@@ -236,29 +237,29 @@ class NameServer(Service):
             return {}
         return {"master_addr": master.addr, "master_ha_addr": master.ha_addr}
 
-    async def _on_unregister(self, cmd: Command) -> Command:
+    def _on_unregister(self, cmd: Command) -> Command:
         addr = get_field(cmd, "addr", str)
         if self.table.remove(addr) is not None:
             self.log.info("broker %s unregistered", addr)
         return cmd.reply(RC.SUCCESS)
 
-    async def _on_heartbeat(self, cmd: Command) -> Command:
+    def _on_heartbeat(self, cmd: Command) -> Command:
         broker_name = get_field(cmd, "broker_name", str)
         if self.table.heartbeat(get_field(cmd, "addr", str), broker_name, get_field(cmd, "broker_id", int)):
             return cmd.reply(RC.SUCCESS, self._master_fields(broker_name))
         return cmd.reply(RC.QUERY_NOT_FOUND, {"error": "not registered; register first"})
 
-    async def _on_route(self, cmd: Command) -> Command:
+    def _on_route(self, cmd: Command) -> Command:
         topic = get_field(cmd, "topic", str)
         route = self.table.route(topic)
         if route is None:
             return cmd.reply(RC.TOPIC_NOT_EXIST, {"error": f"no route for topic {topic}"})
         return cmd.reply(RC.SUCCESS, {}, json.dumps(route).encode())
 
-    async def _on_cluster_info(self, cmd: Command) -> Command:
+    def _on_cluster_info(self, cmd: Command) -> Command:
         return cmd.reply(RC.SUCCESS, {}, json.dumps(self.table.cluster_info()).encode())
 
-    async def _on_status(self, cmd: Command) -> Command:
+    def _on_status(self, cmd: Command) -> Command:
         return cmd.reply(RC.SUCCESS, {"role": "namesrv", "name": f"{self.config.host}:{self.config.port}",
                                       "ready": True, "brokers": len(self.table.live)})
 

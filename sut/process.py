@@ -127,6 +127,12 @@ async def _serve(service: Service, role: str) -> int:
         await _stop_quietly(service)
         print(f"sut {role}: error: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:  # a bug: keep the traceback in the log, one line for the user
+        service.log.exception("cannot start")
+        await _stop_quietly(service)
+        print(f"sut {role}: error: internal error while starting ({exc!r}); "
+              f"see {service.data_dir / (role + '.log')}", file=sys.stderr)
+        return 1
     service.log.info("%s ready", role)
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait([stopper, service.failed], return_when=asyncio.FIRST_COMPLETED)

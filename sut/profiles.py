@@ -250,6 +250,11 @@ PROFILES: dict[str, Profile] = {
 }
 
 
+def serves_kv(role: str, config: Mapping[str, Any]) -> bool:
+    """Whether a process serves the Raft KV store on its port (raft members, DLedger brokers)."""
+    return role == "raft" or (role == "broker" and config.get("ha_mode") == "dledger")
+
+
 def get(name: str) -> Profile:
     try:
         return PROFILES[name]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
 import itertools
 import json
 import logging
@@ -285,7 +286,10 @@ class FrameDecoder:
         return commands, None
 
 
-Handler = Callable[[Command, "Connection"], Awaitable[Command | None]]
+# A handler answers a request with a Command (or None: no answer). It may be a
+# coroutine function, or a plain function for cheap requests: a plain result is
+# written at once, without a task per request.
+Handler = Callable[[Command, "Connection"], "Awaitable[Command | None] | Command | None"]
 
 
 class Connection:
@@ -313,7 +317,13 @@ class Connection:
             await waiter
 
     def close(self) -> None:
+        """Close after writing what is buffered."""
         self.transport.close()
+        self.closed.set()
+
+    def abort(self) -> None:
+        """Close now, dropping what is buffered (a peer that stopped reading)."""
+        self.transport.abort()
         self.closed.set()
 
     def _set_paused(self, paused: bool, error: Exception | None = None) -> None:
@@ -350,9 +360,13 @@ class _ServerProtocol(asyncio.Protocol):
             if cmd.is_response:
                 error = ProtocolError(f"response frame (opaque {cmd.opaque}) sent to a server")
                 break
-            task = asyncio.create_task(self.server._dispatch(cmd, conn))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            answer = self.server._call_handler(cmd, conn)
+            if inspect.isawaitable(answer):
+                task = asyncio.create_task(self.server._finish(cmd, conn, answer))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+            else:
+                self.server._respond(cmd, conn, answer)
         if error is not None:
             self.server.log.error("malformed frame from %s: %s; closing that connection", conn.peer, error)
             conn.close()
@@ -415,14 +429,28 @@ class RpcServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _dispatch(self, cmd: Command, conn: Connection) -> None:
+    def _call_handler(self, cmd: Command, conn: Connection) -> Any:
         try:
-            response = await self.handler(cmd, conn)
-        except BadRequest as exc:
-            response = cmd.reply(ResponseCode.BAD_REQUEST, {"error": str(exc)})
-        except Exception:  # a handler bug must not kill the server
-            self.log.exception("handler failed for request code %s", cmd.code)
-            response = cmd.reply(ResponseCode.SYSTEM_ERROR, {"error": "internal error"})
+            return self.handler(cmd, conn)
+        except Exception as exc:
+            return self._error_reply(cmd, exc)
+
+    async def _finish(self, cmd: Command, conn: Connection, answer: Awaitable[Command | None]) -> None:
+        try:
+            response = await answer
+        except Exception as exc:
+            response = self._error_reply(cmd, exc)
+        self._respond(cmd, conn, response)
+
+    def _error_reply(self, cmd: Command, exc: Exception) -> Command:
+        if isinstance(exc, BadRequest):
+            return cmd.reply(ResponseCode.BAD_REQUEST, {"error": str(exc)})
+        # a handler bug must not kill the server
+        self.log.error("handler failed for request code %s", cmd.code, exc_info=exc)
+        return cmd.reply(ResponseCode.SYSTEM_ERROR, {"error": "internal error"})
+
+    @staticmethod
+    def _respond(cmd: Command, conn: Connection, response: Command | None) -> None:
         if response is not None and not cmd.flags & FLAG_ONEWAY and not conn.transport.is_closing():
             conn.transport.write(encode(response))
 

@@ -297,9 +297,13 @@ def test_a_learner_replicates_but_never_joins_the_sync_state_set(tmp_path):
         acked = send_many(c, 16, "learner")
         end = status(c, "broker-a-0")["max_offset"]
         wait_until(lambda: status(c, "broker-a-2")["max_offset"] == end, 30, "the learner to catch up")
-        wait_until(lambda: ha(status(c, "broker-a-0"))["sync_state_set"] == [1, 2], 30, "SSS {1,2}")
         learner_id = ha(status(c, "broker-a-2"))["controller_broker_id"]
-        assert learner_id == 3 and ha(status(c, "broker-a-2"))["learner"]
+        other_id = ha(status(c, "broker-a-1"))["controller_broker_id"]
+        wait_until(lambda: ha(status(c, "broker-a-0"))["sync_state_set"] == [1, other_id], 30,
+                   "the other slave to join the SSS")
+        send_many(c, 4, "more")
+        assert learner_id not in ha(status(c, "broker-a-0"))["sync_state_set"]
+        assert ha(status(c, "broker-a-2"))["learner"]
         assert set(acked) <= set(read_broker(c.address("broker-a-2")))
 
 

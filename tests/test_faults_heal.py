@@ -14,8 +14,6 @@ import nuclei
 from harness.cli import EXIT_ERROR
 from faults_support import chain_is_gone, proc_state, reachability, start_servers, stop_servers, wait_until
 
-pytestmark = pytest.mark.cluster
-
 CHAOS = str(Path(sys.executable).parent / "chaos")
 TESTS = Path(__file__).parent
 
@@ -76,7 +74,9 @@ def test_chaos_heal_repairs_a_run_killed_during_a_partition_and_a_pause(cluster,
     inventory, pool, procs = cluster
     run_dir = tmp_path / "runs" / "r1"
     run_dir.mkdir(parents=True)
-    (run_dir / "run.json").write_text(json.dumps({"seed": 1, "inventory": str(inventory.source)}))
+    # As the run lifecycle records it: the inventory inline, with the file it came from.
+    record = {**inventory.model_dump(mode="json"), "source": str(inventory.source)}
+    (run_dir / "run.json").write_text(json.dumps({"seed": 1, "inventory": record}))
     kill_a_run_mid_fault(inventory, run_dir)
 
     assert proc_state(pool, procs["n2"]) == "T", "the run died with n2 paused"
@@ -92,7 +92,8 @@ def test_chaos_heal_repairs_a_run_killed_during_a_partition_and_a_pause(cluster,
     assert all(len(seen) == 2 for seen in reachability(inventory, pool).values())
     assert nuclei.Journal(run_dir / "journal.jsonl").pending() == []
 
-    again = chaos("heal", "--store", str(tmp_path))  # the campaign directory: every run in it
+    (tmp_path / "latest").symlink_to(".")  # a store whose latest campaign is this directory
+    again = chaos("heal", "--store", str(tmp_path))  # every run of the latest campaign
     assert again.returncode == 0, again.stderr
     assert "resumed" not in again.stdout and "healed: 3 nodes clean" in again.stdout
 
@@ -132,3 +133,17 @@ def test_a_torn_last_journal_line_is_ignored(tmp_path) -> None:
     with journal.path.open("a") as f:
         f.write('{"event": "apply", "id": "zz-9", "act')  # the crash hit mid-append
     assert [e.id for e in nuclei.Journal(journal.path).pending()] == [entry.id]
+
+
+@pytest.mark.parametrize("shape", ["path", "nested path", "inline record"])
+def test_heal_finds_the_inventory_that_run_json_names(tmp_path, shape) -> None:
+    from harness.commands.faults import _inventory_of_run
+
+    path = tmp_path / "lab.yaml"
+    path.write_text("name: lab\nkind: ssh\nnodes:\n  - {name: a, host: 127.0.0.2}\n  - {name: b, host: 127.0.0.3}\n")
+    value = {"path": str(path), "nested path": None,
+             "inline record": {"name": "lab", "kind": "ssh", "source": str(tmp_path / "gone.yaml"),
+                               "nodes": [{"name": "a", "host": "127.0.0.2"}, {"name": "b", "host": "127.0.0.3"}]}}
+    data = {"spec": {"inventory": str(path)}} if shape == "nested path" else {"inventory": value[shape]}
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    assert _inventory_of_run(tmp_path).names == ["a", "b"]

@@ -110,7 +110,7 @@ def test_master_kills_on_master_slave_async_may_lose_and_the_history_names_the_m
 def test_ctrl_c_heals_stops_the_sut_and_keeps_the_history(cluster, tmp_path):
     """SIGINT in the middle of a partition: the CLI heals, stops, keeps what it recorded."""
     store = tmp_path / "store"
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--profile", "dledger-3", "--fault", "random-partition",
+    cmd = [str(Path(sys.executable).parent / "chaos"), "run", "--profile", "dledger-3", "--fault", "random-partition",
            "--time", "60", "--interval", "2", "--inventory", str(cluster.source), "--store", str(store),
            "--no-check", "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -141,3 +141,20 @@ def test_ctrl_c_heals_stops_the_sut_and_keeps_the_history(cluster, tmp_path):
     assert applied and applied == undone  # every fault action was undone
     assert read_history(run_dir)  # the recorded history is kept
     assert f"store: {run_dir}" in out
+    assert not sut_processes_under([node.workdir for node in cluster.nodes])
+
+
+def sut_processes_under(workdirs: list[str]) -> list[str]:
+    """Command lines of live processes started from one of these work directories."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        line = b" ".join(argv).decode(errors="replace")
+        if " -m sut " in line and any(w in line for w in workdirs):
+            found.append(line)
+    return found

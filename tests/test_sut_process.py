@@ -74,3 +74,17 @@ def test_stop_terminates_the_process_named_by_the_pidfile(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_sut_imports_with_the_standard_library_only():
+    """Nodes have only Python: every sut module but deploy.py must import without site-packages."""
+    modules = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in (ROOT / "sut").rglob("*.py")
+        if p.name != "deploy.py" and "__pycache__" not in p.parts)
+    modules = [m.removesuffix(".__init__") for m in modules if not m.endswith("__main__")]
+    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); import importlib\n" \
+           f"for m in {modules!r}: importlib.import_module(m)"
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "sut.broker" in modules and "sut.client" in modules

@@ -42,7 +42,8 @@ def faults_command() -> None:
 
 @click.command()
 @click.option("--store", "store_dir", type=click.Path(path_type=Path, file_okay=False),
-              help="A run directory (or a campaign directory: every run in it) whose journal to undo.")
+              help="A run directory whose journal to undo (a campaign directory: every run in it; "
+                   "a store: its latest campaign).")
 @click.option("--inventory", "inventory_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Inventory file of the nodes (default: the one the run's run.json names).")
 def heal(store_dir: Path | None, inventory_file: Path | None) -> None:
@@ -102,9 +103,11 @@ def _sweep(pool: Pool, inventory: Inventory, problems: list[str]) -> None:
 
 
 def _run_dirs(path: Path) -> list[Path]:
-    """A run directory, or every run of a campaign directory (store/latest works too)."""
+    """A run directory, or every run of a campaign directory (a store: its latest campaign)."""
     if not path.is_dir():
         raise UserError(f"--store {path}: no such directory")
+    if (path / "latest").is_symlink():
+        path = (path / "latest").resolve()
     if (path / "run.json").is_file() or (path / JOURNAL).is_file():
         return [path]
     runs = sorted(p for p in (path / "runs").glob("*") if p.is_dir()) if (path / "runs").is_dir() else []

@@ -32,6 +32,7 @@ from sut.protocol import (
     FLAG_ONEWAY, Command, Connection, ProtocolError, RequestCode, ResponseCode, RpcServer,
     encode, read_command,
 )
+from sut.waiting import wait_result
 
 
 @dataclass
@@ -145,8 +146,9 @@ class MasterSlaveHA(HAStrategy):
                 await self.store.wait_flushed(appended.end)
                 return PutResult(ResponseCode.SLAVE_NOT_AVAILABLE, appended,
                                  f"{healthy} slave(s) in sync, {need} needed")
-            flushed, replicated = await asyncio.gather(self.store.wait_flushed(appended.end),
-                                                       self._wait_replicated(appended.end, need))
+            # the slave copies while the disk flushes: waiting one after the other costs nothing
+            flushed = await self.store.wait_flushed(appended.end)
+            replicated = await self._wait_replicated(appended.end, need)
             return PutResult(status_after_append(flushed, replicated), appended)
         appended, flushed = await self.append_local(messages)
         return PutResult(status_after_append(flushed, None), appended)
@@ -163,10 +165,7 @@ class MasterSlaveHA(HAStrategy):
             return True
         future = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (offset, next(self._seq), future))
-        try:
-            return await asyncio.wait_for(future, self.settings.slave_timeout_ms / 1000)
-        except asyncio.TimeoutError:
-            return False
+        return await wait_result(future, self.settings.slave_timeout_ms / 1000, False)
 
     def _wake_waiters(self) -> None:
         need = self.settings.in_sync_replicas - 1
@@ -179,7 +178,8 @@ class MasterSlaveHA(HAStrategy):
                 future.set_result(True)
 
     # -- master side --------------------------------------------------------------
-    async def _on_ha_request(self, cmd: Command, conn: Connection) -> Command | None:
+    def _on_ha_request(self, cmd: Command, conn: Connection) -> Command | None:
+        """Slave reports, handled inline (a plain function: no task per ack)."""
         if cmd.code != RequestCode.HA_ACK:
             return cmd.reply(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                              {"error": f"HA port expects HA_ACK, got code {cmd.code}"})
@@ -225,6 +225,7 @@ class MasterSlaveHA(HAStrategy):
                     last_sent = time.monotonic()
                 if not data:
                     await self.store.wait_new_data(heartbeat)
+                    await asyncio.sleep(0)  # let appends that arrived together go out in one frame
         except (ConnectionError, OSError) as exc:
             self.log.warning("HA transfer to %s failed: %s", session.conn.peer, exc)
             session.conn.close()
@@ -238,7 +239,7 @@ class MasterSlaveHA(HAStrategy):
         if self.sessions.pop(session.conn.id, None) is None:
             return
         self.log.info("slave %s disconnected (acked %d)", session.conn.peer, session.acked)
-        session.conn.close()
+        session.conn.abort()  # it may be cut off: do not wait to flush what it never read
         if session.pusher is not None:
             session.pusher.cancel()
 

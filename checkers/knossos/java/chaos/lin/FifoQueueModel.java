@@ -33,6 +33,11 @@ final class FifoQueueModel implements Model {
     }
 
     @Override
+    public boolean isPure(History h, int op) {
+        return h.f[op] == 1 && h.outputKnown(op) && h.out(op, 0) == 0;
+    }
+
+    @Override
     public String describe(Object state, History h) {
         return ((IntSeq) state).describe(h);
     }

@@ -27,6 +27,11 @@ final class KvModel implements Model {
     }
 
     @Override
+    public boolean isPure(History h, int op) {
+        return h.f[op] == 0;
+    }
+
+    @Override
     public String describe(Object state, History h) {
         return Json.quote((String) state);
     }

@@ -20,6 +20,15 @@ interface Model {
      */
     Object step(Object state, History h, int op);
 
+    /**
+     * Whether op never changes the state in any state where it can happen (a
+     * read). The search linearizes such an op as soon as it can without
+     * trying alternatives: doing it earlier never hurts a later op.
+     */
+    default boolean isPure(History h, int op) {
+        return false;
+    }
+
     /** The state as JSON text, for the counterexample in the report. */
     String describe(Object state, History h);
 

@@ -36,6 +36,16 @@ final class MultiRegisterModel implements Model {
     }
 
     @Override
+    public boolean isPure(History h, int op) {
+        for (int i = 0; i < h.inLen[op]; i += 3) {
+            if (h.in(op, i) != 0) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    @Override
     public String describe(Object state, History h) {
         IntSeq regs = (IntSeq) state;
         StringBuilder b = new StringBuilder("{");

@@ -43,6 +43,11 @@ final class RegisterModel implements Model {
     }
 
     @Override
+    public boolean isPure(History h, int op) {
+        return h.f[op] == READ;
+    }
+
+    @Override
     public String describe(Object state, History h) {
         return h.valueJson[(Integer) state];
     }

@@ -15,6 +15,13 @@ import java.util.List;
  * state) seen before is skipped, which turns the exponential walk into a
  * search over distinct configurations.
  *
+ * Reads (ops that never change the state) are linearized as soon as they
+ * are possible, without trying alternatives: moving a read earlier, to a point
+ * where it is possible, changes no state and only widens what may follow, so
+ * a configuration has a way through iff the one with the read done has. This
+ * partial-order reduction removes the branching over reads, which dominate
+ * register histories with many concurrent clients.
+ *
  * Indeterminate (info) ops have their return at the end of the list, after
  * every ok return: reaching one means every ok op has been placed, so the
  * history is linearizable whether or not the remaining info ops happened.
@@ -29,6 +36,7 @@ final class Search {
     static final int REPORTED_CONFIGS = 10;
     static final int REPORTED_PENDING = 100;
     private static final int HEAD = 0;
+    private static final int FORCED = -1;
 
     private final History h;
     private final Model model;
@@ -39,6 +47,7 @@ final class Search {
     private final int[] next;
     private final int[] prev;
     private final long deadline;
+    private final boolean[] pure;
     private LinearizedSet lin;
 
     private int bestFirstMissing = -1;
@@ -52,6 +61,10 @@ final class Search {
         this.n = h.n;
         long own = h.timeLimitNanos > 0 ? System.nanoTime() + h.timeLimitNanos : Long.MAX_VALUE;
         this.deadline = Math.min(own, batchDeadline);
+        this.pure = new boolean[n];
+        for (int o = 0; o < n; o++) {
+            pure[o] = model.isPure(h, o);
+        }
         this.bitOf = new int[n];
         this.opOfBit = new int[n];
         int ok = 0;
@@ -141,6 +154,7 @@ final class Search {
         int depth = 0;
         int entry = next[HEAD];
         int alt = 0;
+        boolean fresh = true;
         long steps = 0;
         search:
         while (true) {
@@ -148,26 +162,61 @@ final class Search {
                 return Result.unknown("timeout", "time limit reached after exploring "
                         + cache.size() + " configurations", cache.size(), steps);
             }
-            if (entry == HEAD) {
+            boolean dead = false;
+            if (fresh) {
+                // A new configuration: first take any read that is possible now.
+                fresh = false;
+                for (int e = next[HEAD]; e != HEAD && (e & 1) == 1; e = next[e]) {
+                    int op = (e - 1) >> 1;
+                    if (!pure[op] || model.step(state, h, op) == null) {
+                        continue;
+                    }
+                    lin.set(bitOf[op]);
+                    long[][] snap = cache.add(ConfigCache.key(lin.hash(), state), state, lin);
+                    if (snap == null) {
+                        lin.clear(bitOf[op]);
+                        dead = true;  // explored before, without success
+                        break;
+                    }
+                    bytes += lin.snapshotBytes() + ConfigCache.slotBytes();
+                    if (bytes > budget || cache.size() > maxConfigs) {
+                        return overMemory(cache, bytes, steps);
+                    }
+                    noteProgress(lin.firstMissingOk(), snap, state, op);
+                    stackEntry[depth] = e;
+                    stackState[depth] = state;
+                    stackAlt[depth] = FORCED;
+                    depth++;
+                    unlink(e);
+                    unlink(e + 1);
+                    fresh = true;
+                    entry = next[HEAD];
+                    alt = 0;
+                    continue search;
+                }
+            }
+            if (entry == HEAD && !dead) {
                 return Result.valid(cache.size(), steps);
             }
             int op = (entry - 1) >> 1;
-            if ((entry & 1) == 0) {
+            if (dead || (entry & 1) == 0) {
                 // A return: its op could not be placed before this point.
-                if (h.isInfo(op)) {
+                if (!dead && h.isInfo(op)) {
                     return Result.valid(cache.size(), steps);
                 }
-                if (depth == 0) {
-                    return invalid(cache.size(), steps);
-                }
-                depth--;
-                entry = stackEntry[depth];
-                state = stackState[depth];
-                stackState[depth] = null;
-                alt = stackAlt[depth] + 1;
-                lin.clear(bitOf[(entry - 1) >> 1]);
-                relink(entry + 1);
-                relink(entry);
+                do {
+                    if (depth == 0) {
+                        return invalid(cache.size(), steps);
+                    }
+                    depth--;
+                    entry = stackEntry[depth];
+                    state = stackState[depth];
+                    stackState[depth] = null;
+                    alt = stackAlt[depth] + 1;
+                    lin.clear(bitOf[(entry - 1) >> 1]);
+                    relink(entry + 1);
+                    relink(entry);
+                } while (alt == FORCED + 1);
                 continue;
             }
             Object stepped = model.step(state, h, op);
@@ -186,9 +235,7 @@ final class Search {
                     }
                     bytes += lin.snapshotBytes() + ConfigCache.slotBytes();
                     if (bytes > budget || cache.size() > maxConfigs) {
-                        return Result.unknown("memory", "configuration cache reached "
-                                + cache.size() + " entries (~" + (bytes >> 20)
-                                + " MiB), over the memory guard", cache.size(), steps);
+                        return overMemory(cache, bytes, steps);
                     }
                     noteProgress(lin.firstMissingOk(), snap, next2, op);
                     stackEntry[depth] = entry;
@@ -200,12 +247,18 @@ final class Search {
                     unlink(entry + 1);
                     entry = next[HEAD];
                     alt = 0;
+                    fresh = true;
                     continue search;
                 }
             }
             alt = 0;
             entry = next[entry];
         }
+    }
+
+    private static Result overMemory(ConfigCache cache, long bytes, long steps) {
+        return Result.unknown("memory", "configuration cache reached " + cache.size()
+                + " entries (~" + (bytes >> 20) + " MiB), over the memory guard", cache.size(), steps);
     }
 
     private void noteProgress(int firstMissing, long[][] set, Object state, int lastOp) {

@@ -32,6 +32,11 @@ final class SetModel implements Model {
     }
 
     @Override
+    public boolean isPure(History h, int op) {
+        return h.f[op] == 1;
+    }
+
+    @Override
     public String describe(Object state, History h) {
         return ((IntSeq) state).describe(h);
     }

@@ -1,0 +1,162 @@
+"""Failover: time from a fault on the master until the first successful send.
+
+    .venv/bin/python bench/failover.py                       # controller-3, controller-2, dledger-3
+    .venv/bin/python bench/failover.py --kills 20 --suspends 5 --timing default
+    .venv/bin/python bench/failover.py --profiles controller-3 --kills 5 --suspends 0
+
+Real `python -m sut` processes on loopback (sut.local.LocalCluster), RocketMQ
+default timings unless --timing says otherwise. Each profile runs in the same
+script run, one after the other. For every fault:
+
+- a producer (the SUT client library: 3 s send timeout, 2 retries, route
+  refresh after any failure) has been sending successfully, so its route
+  cache points at the current master;
+- the master gets SIGKILL (kill) or SIGSTOP (suspend: the process and its
+  sockets stay, so the controller notices only by heartbeat timeout);
+- the producer sends back to back; the time from the signal to the first
+  SEND_OK is the failover time;
+- the victim is restarted (kill) or resumed (suspend), and the next fault
+  waits until the group is whole again (every broker ready, and in Controller
+  mode every broker back in the SyncStateSet).
+
+A suspended master is what a partition of the master looks like to the rest
+of the cluster (no heartbeats, no acks, connections kept), so suspend numbers
+bound partition recovery too. Prints p50 / p99 / max per profile and fault;
+nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from sut import admin  # noqa: E402
+from sut.client import Producer  # noqa: E402
+from sut.local import LocalCluster  # noqa: E402
+
+TOPIC = "chaos"
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+async def broker_statuses(cluster: LocalCluster) -> dict[str, dict | None]:
+    names = [n for n, p in cluster.processes.items() if p.role == "broker"]
+    got = await asyncio.gather(*(admin.process_status(cluster.address(n), timeout=1.0)
+                                 for n in names))
+    return dict(zip(names, got))
+
+
+async def master_of(cluster: LocalCluster) -> str | None:
+    for name, status in (await broker_statuses(cluster)).items():
+        if status and status.get("ready") and status.get("is_leader"):
+            return name
+    return None
+
+
+async def whole(cluster: LocalCluster) -> bool:
+    """Every broker ready, one master, and (Controller mode) a full SyncStateSet."""
+    statuses = await broker_statuses(cluster)
+    if not all(s and s.get("ready") for s in statuses.values()):
+        return False
+    masters = [s for s in statuses.values() if s.get("is_leader")]
+    if len(masters) != 1:
+        return False
+    ha = masters[0].get("ha") or {}
+    if "sync_state_set" in ha and len(ha["sync_state_set"]) != len(statuses):
+        return False
+    return all(s["max_offset"] == masters[0]["max_offset"] for s in statuses.values())
+
+
+async def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await predicate():
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"{what} not reached within {timeout:.0f}s")
+
+
+async def send_until_ok(producer: Producer, started: float, limit: float) -> float:
+    """Send back to back; seconds from `started` to the first SEND_OK."""
+    while time.monotonic() - started < limit:
+        result = await producer.send(TOPIC, b"failover-probe")
+        if result.outcome.value == "ok":
+            return time.monotonic() - started
+    raise TimeoutError(f"no successful send within {limit:.0f}s")
+
+
+async def one_fault(cluster: LocalCluster, producer: Producer, fault: str) -> float:
+    await wait_for(lambda: whole(cluster), 120, "a whole group")
+    await send_until_ok(producer, time.monotonic(), 30)  # warm route cache and connections
+    victim = await master_of(cluster)
+    if victim is None:
+        raise RuntimeError("no master to hit")
+    started = time.monotonic()
+    if fault == "kill":
+        cluster.send_signal(victim, signal.SIGKILL)
+    else:
+        cluster.send_signal(victim, signal.SIGSTOP)
+    try:
+        return await send_until_ok(producer, started, 120)
+    finally:
+        if fault == "kill":
+            await asyncio.to_thread(cluster.popen[victim].wait, 10)
+            cluster.start(victim)
+        else:
+            cluster.send_signal(victim, signal.SIGCONT)
+
+
+async def bench_profile(profile: str, timing: str, faults: dict[str, int], base: str) -> dict:
+    results: dict[str, list[float]] = {}
+    with LocalCluster(profile, os.path.join(base, profile), timing=timing) as cluster:
+        cluster.start_all(timeout=120)
+        async with Producer(cluster.namesrv_addrs, send_timeout=3.0) as producer:
+            for fault, count in faults.items():
+                samples = results.setdefault(fault, [])
+                for i in range(count):
+                    seconds = await one_fault(cluster, producer, fault)
+                    samples.append(seconds)
+                    print(f"  {profile} {fault} #{i + 1}: {seconds * 1000:.0f} ms", flush=True)
+    return results
+
+
+def report(all_results: dict[str, dict[str, list[float]]]) -> None:
+    print("\n| profile | fault | n | p50 | p99 | max | mean |")
+    print("|---|---|---|---|---|---|---|")
+    for profile, by_fault in all_results.items():
+        for fault, samples in by_fault.items():
+            if not samples:
+                continue
+            ms = [s * 1000 for s in samples]
+            print(f"| {profile} | {fault} | {len(ms)} | {quantile(ms, 0.5):.0f} ms | "
+                  f"{quantile(ms, 0.99):.0f} ms | {max(ms):.0f} ms | {statistics.mean(ms):.0f} ms |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profiles", default="controller-3,controller-2,dledger-3")
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--suspends", type=int, default=5)
+    parser.add_argument("--timing", default="default", help="timing scale of sut.profiles")
+    args = parser.parse_args()
+    faults = {"kill": args.kills, "suspend": args.suspends}
+    all_results = {}
+    with tempfile.TemporaryDirectory(prefix="bench-failover-") as base:
+        for profile in args.profiles.split(","):
+            print(f"{profile} (timing {args.timing}):", flush=True)
+            all_results[profile] = asyncio.run(bench_profile(profile, args.timing, faults, base))
+    report(all_results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""`chaos check`: re-run the checkers on stored runs, many at once in one Spark session."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness.cli import UserError
+
+VERDICTS = {True: "[green]ok[/]", False: "[red bold]FAIL[/]", "unknown": "[yellow]?[/]"}
+SECTIONS = ("stats", "queue", "order", "linearizable", "rto", "perf")
+HEADERS = {"linearizable": "lin"}
+LEGEND = "ok = valid, FAIL = invalid, ? = unknown, lin = linearizable; details in each run's results.json"
+MALFORMED_SHOWN = 5
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(check)
+
+
+def parse_conf(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`spark.x=1` pairs -> {"spark.x": "1"}; a pair without '=' is a user error."""
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--conf {pair!r}: expected KEY=VALUE, e.g. spark.driver.memory=4g")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def _verdict(section: dict[str, Any] | None) -> str:
+    if section is None:
+        return "-"
+    return VERDICTS.get(section.get("valid"), str(section.get("valid")))
+
+
+def shown(run: Path) -> str:
+    """A run as the user knows it: relative to the current directory when inside it."""
+    try:
+        return str(run.relative_to(Path.cwd()))
+    except ValueError:
+        return str(run)
+
+
+def _summary(results: list[dict[str, Any]], runs: list[Path]) -> Table:
+    table = Table(title="checked runs", title_justify="left")
+    table.add_column("run", overflow="fold")
+    for column in ("workload", "verdict", *(HEADERS.get(s, s) for s in SECTIONS)):
+        table.add_column(column, no_wrap=True)
+    for run, result in zip(runs, results):
+        sections = result.get("checkers", {})
+        table.add_row(shown(run), str(result.get("workload")), _verdict(result),
+                      *(_verdict(sections.get(name)) for name in SECTIONS))
+    return table
+
+
+def _details(console: Console, run: Path, result: dict[str, Any]) -> None:
+    """The lines a user acts on: errors, malformed input, checker problems."""
+    if result.get("error"):
+        console.print(f"{run}: checking failed: {result['error']}", markup=False, highlight=False)
+    sections = result.get("checkers", {})
+    malformed = sections.get("stats", {}).get("malformed", {})
+    for bad in malformed.get("examples", [])[:MALFORMED_SHOWN]:
+        console.print(f"{run / bad['file']}:{bad['line']}: {bad['reason']}", markup=False,
+                      highlight=False)
+    if malformed.get("count", 0) > MALFORMED_SHOWN:
+        console.print(f"{run}: ... {malformed['count'] - MALFORMED_SHOWN} more malformed line(s) in "
+                      f"checked/malformed.parquet", markup=False, highlight=False)
+    for name in SECTIONS:
+        section = sections.get(name, {})
+        for problem in section.get("problems", []):
+            console.print(f"{run}: {name}: {problem}", markup=False, highlight=False)
+        if section.get("error"):
+            console.print(f"{run}: {name}: checker failed: {section['error']}", markup=False,
+                          highlight=False)
+
+
+@click.command("check")
+@click.argument("store_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--spark-master", metavar="URL", help="Spark master, e.g. spark://host:7077 [default: local[*]].")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting, repeatable, e.g. --conf spark.driver.memory=4g.")
+@click.option("--spark-log", type=click.Path(path_type=Path),
+              help="File for Spark's own log [default: spark.log in the directory holding the runs].")
+def check(store_dirs: tuple[Path, ...], spark_master: str | None, confs: tuple[str, ...],
+          spark_log: Path | None) -> None:
+    """Check stored runs again and rewrite their results.json and checked/ tables.
+
+    STORE_DIR is a run directory, a campaign directory or a whole store; all
+    runs found are checked together in one Spark session, each getting its
+    own verdict. Exit code: 0 all valid, 1 any invalid, 2 any unknown.
+
+    Example: chaos check store/latest --conf spark.driver.memory=4g
+    """
+    from checkers.pipeline import STEPS, CheckError, check_runs, find_runs
+    from checkers.verdict import exit_code, merge_valid
+
+    conf = parse_conf(confs)
+    try:
+        runs = find_runs(store_dirs)
+    except CheckError as exc:
+        raise UserError(str(exc)) from None
+    console = Console()
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task(f"checking {len(runs)} run(s)", total=len(STEPS))
+
+        def step(name: str) -> None:
+            progress.update(task, description=name, completed=STEPS.index(name))
+
+        results = check_runs(runs, spark_master, conf, log_file=spark_log, progress=step)
+        progress.update(task, completed=len(STEPS))
+    console.print(_summary(results, runs))
+    console.print(LEGEND, highlight=False)
+    for run, result in zip(runs, results):
+        _details(console, Path(shown(run)), result)
+    raise SystemExit(exit_code(merge_valid(r.get("valid", "unknown") for r in results)))

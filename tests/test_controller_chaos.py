@@ -1,0 +1,165 @@
+"""Randomized, seeded fault schedules against Controller mode (real processes).
+
+The same seed gives the same schedule of kills and suspends on loopback; a
+suspended process keeps its sockets but stops answering, which is how a
+partitioned node looks to its peers. Afterwards every message acknowledged
+SEND_OK must be readable in `controller-3`; `controller-unclean` (master-only
+ack, unclean election) runs the same schedule and may lose messages, but must
+never show a message nobody sent. Real iptables partitions are in
+test_controller_partitions.py.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from controller_support import wait_until
+from sut import admin
+from sut.client import Consumer, Producer
+from test_controller_processes import (
+    TOPIC, brokers, controller_cluster, current_master, status,
+)
+
+FAULTS = ("kill-master", "suspend-master", "kill-broker", "suspend-broker", "kill-controller")
+
+
+@dataclass(frozen=True)
+class Step:
+    fault: str
+    pick: float          # which process among the candidates (fraction, seeded)
+    hold: float          # seconds the fault lasts
+    rest: float          # seconds of quiet after healing
+
+
+def schedule(seed: int, steps: int) -> list[Step]:
+    """The fault schedule of a seed: pure, so a failing seed replays exactly."""
+    rng = random.Random(seed)
+    return [Step(rng.choice(FAULTS), rng.random(), rng.uniform(1.0, 3.0), rng.uniform(0.5, 1.5))
+            for _ in range(steps)]
+
+
+def steps_for_this_run() -> int:
+    return 4 if os.environ.get("CHAOS_LONG", "short") == "short" else 12
+
+
+def victim(cluster, step: Step) -> str | None:
+    if step.fault.endswith("master"):
+        return current_master(cluster)
+    role = "controller" if step.fault == "kill-controller" else "broker"
+    alive = sorted(n for n, p in cluster.processes.items()
+                   if p.role == role and cluster.popen[n].poll() is None)
+    return alive[int(step.pick * len(alive))] if alive else None
+
+
+def apply_schedule(cluster, plan: list[Step], log: list[str]) -> None:
+    for step in plan:
+        name = victim(cluster, step)
+        if name is None:
+            log.append(f"{step.fault}: no target")
+            time.sleep(step.hold)
+            continue
+        sig = signal.SIGKILL if step.fault.startswith("kill") else signal.SIGSTOP
+        log.append(f"{step.fault} {name} for {step.hold:.1f}s")
+        cluster.send_signal(name, sig)
+        time.sleep(step.hold)
+        if sig == signal.SIGKILL:
+            cluster.popen[name].wait(10)
+            cluster.start(name)
+        else:
+            cluster.send_signal(name, signal.SIGCONT)
+        time.sleep(step.rest)
+
+
+async def workload(cluster, stop: asyncio.Event, ok: list[str], attempted: list[str]) -> None:
+    async def worker(w: int) -> None:
+        async with Producer(cluster.namesrv_addrs, send_timeout=2.0) as producer:
+            i = 0
+            while not stop.is_set():
+                result = await producer.send(TOPIC, f"w{w}-{i}".encode(), queue=i % 4)
+                attempted.extend(result.msg_ids)
+                if result.outcome.value == "ok":
+                    ok.append(result.msg_id)
+                i += 1
+    await asyncio.gather(worker(0), worker(1))
+
+
+def whole(cluster) -> bool:
+    statuses = [status(cluster, b) for b in brokers(cluster)]
+    if not all(s and s["ready"] for s in statuses):
+        return False
+    masters = [s for s in statuses if s["ha_role"] == "master"]
+    return (len(masters) == 1
+            and len(masters[0]["ha"]["sync_state_set"]) == len(statuses)
+            and all(s["max_offset"] == masters[0]["max_offset"] for s in statuses))
+
+
+def read_everything(cluster) -> list[str]:
+    async def go():
+        seen = []
+        async with Consumer(cluster.namesrv_addrs, "checker") as consumer:
+            for mq in await consumer.queues(TOPIC):
+                offset = 0
+                while True:
+                    got = await consumer.pull(mq, offset)
+                    if got.status != "SUCCESS" or not got.messages:
+                        break
+                    seen += [m.msg_id for m in got.messages]
+                    offset = got.next_offset
+        return seen
+    return asyncio.run(go())
+
+
+def run_schedule(profile: str, tmp_path, seed: int) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(acked ids, attempted ids, ids read afterwards, fault log)."""
+    ok: list[str] = []
+    attempted: list[str] = []
+    log: list[str] = []
+    with controller_cluster(profile, tmp_path / profile, heartbeat_timeout_ms=2500,
+                            ha_max_time_slave_not_catchup_ms=2500) as cluster:
+        cluster.start_all(timeout=60)
+
+        async def drive():
+            stop = asyncio.Event()
+            load = asyncio.create_task(workload(cluster, stop, ok, attempted))
+            await asyncio.to_thread(apply_schedule, cluster, schedule(seed, steps_for_this_run()), log)
+            await asyncio.sleep(1.0)
+            stop.set()
+            await load
+        asyncio.run(drive())
+        for name, proc in cluster.popen.items():  # nothing may stay stopped or dead
+            if proc.poll() is None:
+                cluster.send_signal(name, signal.SIGCONT)
+        wait_until(lambda: whole(cluster), 90, f"{profile} to be whole again after {log}")
+        return ok, attempted, read_everything(cluster), log
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("seed", [190])
+def test_seeded_kills_and_suspends_never_lose_an_acknowledged_message(tmp_path, seed):
+    ok, attempted, read, log = run_schedule("controller-3", tmp_path, seed)
+    assert len(ok) > 20, f"too few successful sends to mean anything: {len(ok)} ({log})"
+    missing = set(ok) - set(read)
+    assert not missing, f"seed {seed}: {len(missing)} acknowledged messages lost; faults {log}"
+    assert set(read) <= set(attempted), "read a message nobody sent"
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("seed", [190])
+def test_the_same_schedule_on_controller_unclean_may_lose_but_never_invents(tmp_path, seed, capsys):
+    ok, attempted, read, log = run_schedule("controller-unclean", tmp_path, seed)
+    assert set(read) <= set(attempted), "read a message nobody sent"
+    with capsys.disabled():
+        print(f"\ncontroller-unclean seed {seed}: {len(set(ok) - set(read))} of {len(ok)} "
+              f"acknowledged messages lost; faults {log}")
+
+
+def test_a_seed_always_gives_the_same_schedule():
+    assert schedule(5, 6) == schedule(5, 6)
+    assert schedule(5, 6) != schedule(6, 6)
+    assert {s.fault for s in schedule(1, 200)} == set(FAULTS)
