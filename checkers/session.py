@@ -81,6 +81,9 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
         builder = builder.config(key, value)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers must run our interpreter (the venv with checkers.knossos and its
+        # dependencies), not the first `python3` on PATH; PySpark reads only the variable.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if log_file is None:
         return builder.getOrCreate()
     with _output_redirected(Path(log_file)):

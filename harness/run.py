@@ -16,11 +16,13 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import platform
 import random
 import secrets
 import signal
 import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -405,8 +407,7 @@ class RunLifecycle:
         if self.spec.check:
             try:
                 with self.record.phase("check", self.status):
-                    from checkers.pipeline import check_runs
-                    results = check_runs([self.run.path], spark_master=self.spec.spark_master)
+                    results = check([self.run.path], self.spec.spark_master)
                 self.record.valid = results[0].get("valid", "unknown") if results else "unknown"
             except ImportError as exc:
                 self.record.notes.append(f"checkers not available ({exc}); verdict unknown")
@@ -421,6 +422,14 @@ class RunLifecycle:
                     render(self.run.path)
             except Exception as exc:  # noqa: BLE001
                 self.record.notes.append(f"report failed: {type(exc).__name__}: {exc}")
+
+
+def check(run_dirs: list[Path], spark_master: str | None = None) -> list[dict[str, Any]]:
+    """The checkers on stored runs; Spark's Python workers use this interpreter
+    (the harness's virtualenv), not whatever `python3` is first on PATH."""
+    from checkers.pipeline import check_runs
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return check_runs(run_dirs, spark_master=spark_master)
 
 
 def report_renderer() -> Callable[[Path], Any] | None:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from sut.config import split_address
 from sut.message import CorruptRecord, decode_payload, iter_records
 from sut.outcome import RETRYABLE_STATUSES, Outcome, classify_error, classify_status, combine, status_name
-from sut.protocol import Command, RequestCode, ResponseCode, RpcClient, RpcError
+from sut.protocol import MAX_FRAME_BYTES, Command, RequestCode, ResponseCode, RpcClient, RpcError
 
 RC = ResponseCode
 PERM_READ, PERM_WRITE = 4, 2
@@ -285,6 +285,9 @@ class Producer(_ClientBase):
             return SendResult(Outcome.FAIL, ids, topic, "NO_MASTER",
                               f"broker group {mq.broker_name} has no master in the route", mq), True
         fields: dict[str, Any] = {"topic": topic, "queue_id": mq.queue_id, "born_ts": born}
+        if sum(map(len, bodies)) > MAX_FRAME_BYTES - 64 * 1024:  # the broker would drop the connection
+            return SendResult(Outcome.FAIL, ids, topic, "BAD_REQUEST",
+                              f"{sum(map(len, bodies))} bytes do not fit in one frame", mq), False
         if len(bodies) == 1 and len(ids) == 1:
             code, body = RequestCode.SEND_MESSAGE, bodies[0]
             fields["msg_id"] = ids[0]

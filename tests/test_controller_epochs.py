@@ -74,6 +74,13 @@ def test_begin_master_epoch_replaces_an_empty_older_epoch(tmp_path):
     assert ef.entries == entries((3, 0), (4, 300))
 
 
+def test_becoming_master_again_in_the_same_epoch_keeps_its_entry(tmp_path):
+    ef = EpochFile(tmp_path / "epoch")
+    ef.begin_master_epoch(1, 0)
+    ef.begin_master_epoch(1, 500)      # a restart that the controller still calls master of 1
+    assert ef.entries == entries((1, 0))
+
+
 def test_entry_for_offset_gives_the_epoch_range(tmp_path):
     ef = EpochFile(tmp_path / "epoch")
     for entry in A:

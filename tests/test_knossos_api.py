@@ -56,6 +56,19 @@ def test_nemesis_events_are_ignored():
     assert analysis("register", history)["valid"] is True
 
 
+def test_a_null_read_saw_an_empty_register_unless_nil_reads_are_unknown():
+    history = [*op(0, "write", 1, 1), *op(1, "read", None, None)]
+    assert analysis("register", history)["valid"] is False
+    assert analysis("register", history, nil_reads="unknown")["valid"] is True
+    assert analysis("register", op(1, "read", None, None))["valid"] is True  # never written
+
+
+def test_a_null_get_reads_an_absent_key_as_empty():
+    assert analysis("kv", op(0, "get", None, None, key="k"))["valid"] is True
+    assert analysis("kv", [*op(0, "put", "a", "a", key="k"),
+                           *op(0, "get", None, None, key="k")])["valid"] is False
+
+
 def test_previous_ok_is_the_last_ok_before_the_failing_op():
     history = [*op(0, "write", 1, 1), *op(0, "read", None, 1), *op(1, "read", None, 2)]
     result = analysis("register", history, init=0)
@@ -242,6 +255,6 @@ def test_knossos_itself_gives_the_same_verdicts():
     data = Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "knossos"
     for path in sorted(data.glob("cas-register/*/*.edn"))[:20]:
         history = load_history(path)
-        ours = analysis("cas-register", history, init=0)
+        ours = analysis("cas-register", history, init=0, nil_reads="unknown")
         theirs = analysis("cas-register", history, init=0, engine="knossos")
         assert theirs["valid"] == ours["valid"], path

@@ -29,13 +29,14 @@ def _batch(model: str, seed: int, processes: int, info: float) -> list[list[dict
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), processes=st.integers(1, 4),
-       info=st.sampled_from([0.0, 0.2, 0.5]))
-def test_jvm_engine_and_python_reference_agree(model, seed, processes, info):
+       info=st.sampled_from([0.0, 0.2, 0.5]), nil_reads=st.sampled_from(["absent", "unknown"]))
+def test_jvm_engine_and_python_reference_agree(model, seed, processes, info, nil_reads):
     histories = _batch(model, seed, processes, info)
-    verdicts = analyze_batch(model, histories, init=initial(model), time_limit=60)
+    verdicts = analyze_batch(model, histories, init=initial(model), time_limit=60,
+                             nil_reads=nil_reads)
     for history, got in zip(histories, verdicts):
         ops = operations(history)
-        want = reference.check(model, ops, initial(model))
+        want = reference.check(model, ops, initial(model), nil_reads=nil_reads)
         assert got["valid"] == want["valid"], history
         if want["valid"] is False and got["partitions"] == 1:
             # For an invalid history both searches visit every reachable

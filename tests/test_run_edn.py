@@ -135,3 +135,28 @@ def test_workload_is_guessed_from_operation_names():
     assert guess_workload(ops("append", "read")) == "log"
     assert guess_workload(ops("read", "write", "cas")) == "register"
     assert guess_workload(ops("acquire", "release")) is None
+
+
+def test_chaos_import_and_export_commands(tmp_path):
+    from harness.cli import cli
+    source = tmp_path / "h.edn"
+    source.write_text('[{:process 0 :type :invoke :f :write :value 1 :time 5}\n'
+                      ' {:process 0 :type :ok :f :write :value 1 :time 9}]\n')
+    runner = CliRunner()
+    imported = runner.invoke(cli, ["import", str(source), "--store", str(tmp_path / "store")])
+    assert imported.exit_code == 0, imported.output
+    run_dir = Path(imported.output.strip())
+    assert json.loads((run_dir / "run.json").read_text())["workload"] == "register"
+    exported = runner.invoke(cli, ["export", str(tmp_path / "store"), "-o", str(tmp_path / "out.edn")])
+    assert exported.exit_code == 0 and "2 ops" in exported.output
+    assert load_history(tmp_path / "out.edn") == load_history(source)
+
+
+def test_chaos_import_of_a_broken_file_is_a_one_line_error(tmp_path):
+    from harness.cli import cli
+    source = tmp_path / "bad.edn"
+    source.write_text("[{:process 0 :type")
+    result = CliRunner().invoke(cli, ["import", str(source), "--store", str(tmp_path / "store")])
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {source}: not valid EDN")

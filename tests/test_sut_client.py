@@ -7,7 +7,7 @@ import logging
 import signal
 
 import pytest
-from sut_support import TOPIC, status, sut_cluster  # noqa: F401
+from sut_support import TOPIC, sut_cluster  # noqa: F401
 
 from sut.client import Outcome, Producer
 from sut.outcome import SEND_OUTCOMES, classify_error, classify_status, combine

@@ -20,14 +20,19 @@ gives up with `unknown` (cause "memory") instead of an OutOfMemoryError."""
 
 
 def analysis(model: str, history: Iterable[dict], time_limit: float | None = DEFAULT_TIME_LIMIT,
-             init: Any = None, engine: str = "jvm", max_configs: int = 0) -> dict:
+             init: Any = None, engine: str = "jvm", max_configs: int = 0,
+             nil_reads: str = "absent") -> dict:
     """Checks `history` against `model`; returns a JSON-serializable dict:
     valid (True/False/"unknown"), op (the completion that could not be
     linearized), previous-ok, configs (up to 10 of: model state, last op,
     pending ops), cause (why unknown), analyzer, time (seconds), and the key
     of the failing part when the history was split.
 
-    `engine="knossos"` runs a Knossos jar named by KNOSSOS_JAR instead.
+    `nil_reads`: "absent" (a read of null saw an empty register: our
+    workloads) or "unknown" (it matches anything: Knossos' convention, which
+    its EDN test histories need). `max_configs` caps the configuration cache
+    (0: only the memory guard). `engine="knossos"` runs a Knossos jar named by
+    KNOSSOS_JAR instead (Knossos always reads nil as unknown).
     """
     if engine == "jvm":
         jvm.engine()  # JVM start-up is reported by jvm.startup_seconds(), not as check time
@@ -41,7 +46,7 @@ def analysis(model: str, history: Iterable[dict], time_limit: float | None = DEF
     if engine != "jvm":
         raise ValueError(f"unknown engine {engine!r}; use 'jvm' or 'knossos'")
     parts = partitions(model, history, init)
-    results = _check_parts(model, parts, time_limit, max_configs, shared_deadline=True)
+    results = _check_parts(model, parts, time_limit, max_configs, nil_reads, shared_deadline=True)
     merged = merge([(label, r) for (label, _, _), r in zip(parts, results)])
     merged["partitions"] = len(parts)
     merged["time"] = time.perf_counter() - started
@@ -49,13 +54,14 @@ def analysis(model: str, history: Iterable[dict], time_limit: float | None = DEF
 
 
 def analyze_batch(model: str, histories: list[list[dict]], time_limit: float | None = DEFAULT_TIME_LIMIT,
-                  init: Any = None, max_configs: int = 0) -> list[dict]:
+                  init: Any = None, max_configs: int = 0, nil_reads: str = "absent") -> list[dict]:
     """`analysis` of many histories in one JVM call: each gets its own time limit."""
     jvm.engine()
     started = time.perf_counter()
     all_parts = [partitions(model, h, init) for h in histories]
     flat = [p for parts in all_parts for p in parts]
-    results = iter(_check_parts(model, flat, time_limit, max_configs, shared_deadline=False))
+    results = iter(_check_parts(model, flat, time_limit, max_configs, nil_reads,
+                                shared_deadline=False))
     out = []
     for parts in all_parts:
         merged = merge([(label, next(results)) for label, _, _ in parts])
@@ -132,9 +138,9 @@ def _register_groups(ops: list[Operation]) -> list[tuple[tuple, list[Operation]]
 
 
 def _check_parts(model: str, parts: list[Part], time_limit: float | None, max_configs: int,
-                 shared_deadline: bool) -> list[dict]:
+                 nil_reads: str, shared_deadline: bool) -> list[dict]:
     budget = int(jvm.max_heap_bytes() * MEMORY_SHARE)
-    prepared = [jvm.encode(model, ops, init, time_limit, max_configs, budget)
+    prepared = [jvm.encode(model, ops, init, time_limit, max_configs, budget, nil_reads)
                 for _, ops, init in parts]
     raw = jvm.check_prepared(prepared, time_limit if shared_deadline else None)
     return [decode(p, r) for p, r in zip(prepared, raw)]

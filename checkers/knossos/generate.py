@@ -113,19 +113,20 @@ class _Sim:
         """Changes what an ok op observed."""
         rng, m, v = self.rng, self.model, event["value"]
         if m in ("register", "cas-register") and event["f"] == "read":
-            event["value"] = (v + rng.randint(1, self.values)) % (self.values + 1)
+            event["value"] = rng.choice([None, (v + rng.randint(1, self.values)) % (self.values + 1)])
         elif m == "set" and event["f"] == "read":
             event["value"] = sorted(set(v) ^ {rng.randint(1, max(1, self.counter[0]))})
         elif m in ("fifo-queue", "unordered-queue") and event["f"] == "dequeue":
             event["value"] = rng.choice([None, rng.randrange(max(2, self.values * 2))])
         elif m == "kv" and event["f"] == "get":
-            event["value"] = v + rng.choice("abc")
+            event["value"] = rng.choice([None, v + rng.choice("abc")])
         elif m == "log":
             event["value"] = {**v, "offset": v["offset"] + rng.choice([-1, 1])} \
                 if event["f"] == "append" else {**v, "value": rng.choice([None, 1, 2, 3])}
         elif m == "multi-register" and event["value"] and event["value"][0][0] == "read":
             first = event["value"][0]
-            event["value"] = [["read", first[1], (first[2] or 0) + 1], *event["value"][1:]]
+            seen = rng.choice([None, (first[2] or 0) + 1])
+            event["value"] = [["read", first[1], seen], *event["value"][1:]]
 
 
 def random_history(model: str, rng: random.Random, ops: int, processes: int,

@@ -44,10 +44,10 @@ class Prepared:
 
 
 def encode(model: str, ops: list[Operation], init: Any, time_limit: float | None,
-           max_configs: int = 0, memory_budget: int = 0) -> Prepared:
+           max_configs: int = 0, memory_budget: int = 0, nil_reads: str = "absent") -> Prepared:
     """Encodes one history (already paired) as the text block Wire.java reads."""
     values = Values()
-    encoder = spec(model).encoder(values, init)
+    encoder = spec(model).encoder(values, init, nil_reads)
     kept: list[Operation] = []
     rows: list[str] = []
     for op in encoder.relevant(ops):

@@ -56,14 +56,24 @@ class Values:
 Encoded = tuple[int, list[int], "list[int] | None"]
 
 
+NIL_READS = ("absent", "unknown")
+"""What a read that returned null means. "absent": it saw an empty register
+or key (our workloads: a key never written reads null). "unknown": nothing
+was learnt, it matches any value (Knossos' convention for nil reads, which
+its test histories rely on)."""
+
+
 class Encoder:
     """Encodes the ops of one history for one model."""
 
     ops: dict[str, int] = {}
 
-    def __init__(self, values: Values, init: Any) -> None:
+    def __init__(self, values: Values, init: Any, nil_reads: str = "absent") -> None:
+        if nil_reads not in NIL_READS:
+            raise ValueError(f"nil_reads must be one of {', '.join(NIL_READS)}, got {nil_reads!r}")
         self.values = values
         self.init = init
+        self.nil_unknown = nil_reads == "unknown"
 
     def code(self, op: Operation) -> int:
         try:
@@ -115,7 +125,7 @@ class RegisterEncoder(Encoder):
     def encode(self, op: Operation) -> Encoded | None:
         code = self.code(op)
         if code == 0:
-            if op.output is UNKNOWN or op.output is None:
+            if op.output is UNKNOWN or (op.output is None and self.nil_unknown):
                 return DROP
             return 0, [], [self.values.id(op.output)]
         if code == 1:
@@ -126,7 +136,7 @@ class RegisterEncoder(Encoder):
 
     def _observed(self, ops: list[Operation]) -> set | None:
         seen = {self.values.id(op.output) for op in ops
-                if op.ok and op.f == "read" and op.output is not None}
+                if op.ok and op.f == "read" and not (op.output is None and self.nil_unknown)}
         seen |= {self.values.id(op.input[0]) for op in ops
                  if op.f == "cas" and isinstance(op.input, list) and len(op.input) == 2}
         return seen
@@ -214,9 +224,9 @@ class KvEncoder(Encoder):
     def encode(self, op: Operation) -> Encoded | None:
         code = self.code(op)
         if code == 0:
-            if op.output is UNKNOWN or op.output is None:
+            if op.output is UNKNOWN or (op.output is None and self.nil_unknown):
                 return DROP
-            return 0, [], [self.values.id(op.output)]
+            return 0, [], [self.values.id(op.output)]  # null reads as "" (absent key)
         _need(op, op.input is not None, "a string value")
         return code, [self.values.id(op.input)], []
 
@@ -254,6 +264,10 @@ def _field(value: Any, name: str) -> Any:
     return value if name == "offset" and isinstance(value, int) else None
 
 
+ANY = -1
+"""A multi-register micro-op read whose value is unknown."""
+
+
 class MultiRegisterEncoder(Encoder):
     """txn over micro-ops [f k v], f read or write; registers get indices in
     order of first appearance (the init map's keys first)."""
@@ -261,8 +275,8 @@ class MultiRegisterEncoder(Encoder):
     model = "multi-register"
     ops = {"txn": 0}
 
-    def __init__(self, values: Values, init: Any) -> None:
-        super().__init__(values, init or {})
+    def __init__(self, values: Values, init: Any, nil_reads: str = "absent") -> None:
+        super().__init__(values, init or {}, nil_reads)
         if not isinstance(self.init, dict):
             raise HistoryError(f"multi-register init must be a map of register -> value, got {init!r:.60}")
         self.registers: dict[Any, int] = {}
@@ -286,9 +300,14 @@ class MultiRegisterEncoder(Encoder):
                 raise HistoryError(f"event #{op.call}: micro-op must be [read|write register value], "
                                    f"got {m!r:.60}")
             writes |= m[0] == "write"
-            seen = m[2] if op.ok or m[0] == "write" else None
-            flat += (0 if m[0] == "read" else 1, self._register(_hashable(m[1])), self.values.id(seen))
-        if not writes and all(v == 0 for v in flat[2::3]):
+            if m[0] == "write":
+                value = self.values.id(m[2])
+            elif not op.ok or (m[2] is None and self.nil_unknown):
+                value = ANY
+            else:
+                value = self.values.id(m[2])
+            flat += (0 if m[0] == "read" else 1, self._register(_hashable(m[1])), value)
+        if not writes and all(v == ANY for v in flat[2::3]):
             return DROP
         return 0, flat, []
 
@@ -296,7 +315,8 @@ class MultiRegisterEncoder(Encoder):
         return {(_hashable(m[1]), self.values.id(m[2])) for op in ops
                 if op.ok and isinstance(op.output, list)
                 for m in op.output
-                if isinstance(m, list) and len(m) == 3 and m[0] == "read" and m[2] is not None}
+                if isinstance(m, list) and len(m) == 3 and m[0] == "read"
+                and not (m[2] is None and self.nil_unknown)}
 
     def _written(self, op: Operation) -> set:
         micro = op.input if isinstance(op.input, list) else []
@@ -322,13 +342,13 @@ class ModelSpec:
     """A model as users name it: its ops, default initial state, encoder."""
 
     name: str
-    encoder: Callable[[Values, Any], Encoder]
+    encoder: Callable[[Values, Any, str], Encoder]
     default_init: Any
     summary: str
 
 
 SPECS: dict[str, ModelSpec] = {s.name: s for s in [
-    ModelSpec("register", RegisterEncoder, None, "read / write; a read of null matches anything"),
+    ModelSpec("register", RegisterEncoder, None, "read / write"),
     ModelSpec("cas-register", CasRegisterEncoder, None, "read / write / cas [expected new]"),
     ModelSpec("multi-register", MultiRegisterEncoder, {}, "txn over [f register value] micro-ops"),
     ModelSpec("mutex", MutexEncoder, False, "acquire / release"),

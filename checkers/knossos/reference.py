@@ -18,7 +18,7 @@ from .history import UNKNOWN, Operation
 from .models import spec
 
 State = Any
-Step = Callable[[State, Operation], Iterable[State]]
+Step = Callable[[State, Operation, bool], Iterable[State]]
 
 
 def _text(value: Any) -> str:
@@ -27,9 +27,13 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _register(state: State, op: Operation) -> Iterable[State]:
+def _unknown(value: Any, nil_unknown: bool) -> bool:
+    return value is UNKNOWN or (value is None and nil_unknown)
+
+
+def _register(state: State, op: Operation, nil_unknown: bool) -> Iterable[State]:
     if op.f == "read":
-        if op.output is UNKNOWN or op.output is None or op.output == state:
+        if _unknown(op.output, nil_unknown) or op.output == state:
             yield state
     elif op.f == "write":
         yield op.input
@@ -37,21 +41,21 @@ def _register(state: State, op: Operation) -> Iterable[State]:
         yield op.input[1]
 
 
-def _mutex(state: State, op: Operation) -> Iterable[State]:
+def _mutex(state: State, op: Operation, nil_unknown: bool) -> Iterable[State]:
     if op.f == "acquire" and not state:
         yield True
     elif op.f == "release" and state:
         yield False
 
 
-def _set(state: State, op: Operation) -> Iterable[State]:
+def _set(state: State, op: Operation, nil_unknown: bool) -> Iterable[State]:
     if op.f == "add":
         yield state | {op.input}
     elif op.output is UNKNOWN or op.output is None or set(op.output) == state:
         yield state
 
 
-def _fifo(state: State, op: Operation) -> Iterable[State]:
+def _fifo(state: State, op: Operation, nil_unknown: bool) -> Iterable[State]:
     if op.f == "enqueue":
         yield state + (op.input,)
     elif op.output is UNKNOWN:
@@ -63,7 +67,7 @@ def _fifo(state: State, op: Operation) -> Iterable[State]:
         yield state[1:]
 
 
-def _unordered(state: State, op: Operation) -> Iterable[State]:
+def _unordered(state: State, op: Operation, nil_unknown: bool) -> Iterable[State]:
     if op.f == "enqueue":
         yield tuple(sorted(state + (op.input,), key=repr))
     elif op.output is UNKNOWN:
@@ -80,9 +84,9 @@ def _unordered(state: State, op: Operation) -> Iterable[State]:
         yield state[:i] + state[i + 1:]
 
 
-def _kv(state: State, op: Operation) -> Iterable[State]:
+def _kv(state: State, op: Operation, nil_unknown: bool) -> Iterable[State]:
     if op.f == "get":
-        if op.output is UNKNOWN or op.output is None or _text(op.output) == state:
+        if _unknown(op.output, nil_unknown) or _text(op.output) == state:
             yield state
     elif op.f == "put":
         yield _text(op.input)
@@ -90,7 +94,7 @@ def _kv(state: State, op: Operation) -> Iterable[State]:
         yield state + _text(op.input)
 
 
-def _log(state: State, op: Operation) -> Iterable[State]:
+def _log(state: State, op: Operation, nil_unknown: bool) -> Iterable[State]:
     if op.f == "append":
         offset = op.output.get("offset") if isinstance(op.output, dict) else None
         if offset is None or offset == len(state):
@@ -106,12 +110,12 @@ def _log(state: State, op: Operation) -> Iterable[State]:
         yield state
 
 
-def _multi_register(state: State, op: Operation) -> Iterable[State]:
+def _multi_register(state: State, op: Operation, nil_unknown: bool) -> Iterable[State]:
     regs = dict(state)
     micro = op.output if op.ok and isinstance(op.output, list) else op.input
     for f, k, v in micro:
         if f == "read":
-            if op.ok and v is not None and regs.get(k) != v:
+            if op.ok and not (v is None and nil_unknown) and regs.get(k) != v:
                 return
         else:
             regs[k] = v
@@ -143,12 +147,13 @@ def initial_state(model: str, init: Any) -> State:
 
 
 def check(model: str, ops: list[Operation], init: Any = None,
-          time_limit: float | None = None) -> dict:
+          time_limit: float | None = None, nil_reads: str = "absent") -> dict:
     """valid True/False, and for False the op that no configuration got past
     (the first ok op, in completion order, that the furthest configurations
     miss: the rule Knossos uses). "unknown" past `time_limit` seconds."""
     deadline = None if time_limit is None else time.monotonic() + time_limit
     step = STEPS[model]
+    nil_unknown = nil_reads == "unknown"
     oks = sorted((op for op in ops if op.ok), key=lambda op: op.ret)
     rank = {op.number: i for i, op in enumerate(oks)}
     start = (frozenset(), initial_state(model, init))
@@ -167,7 +172,7 @@ def check(model: str, ops: list[Operation], init: Any = None,
         for op in ops:
             if op.number in done or op.call > window:
                 continue
-            for after in step(state, op):
+            for after in step(state, op, nil_unknown):
                 config = (done | {op.number}, after)
                 if config not in seen:
                     seen.add(config)

@@ -60,24 +60,25 @@ def _summary(results: list[dict[str, Any]], runs: list[Path]) -> Table:
 
 
 def _details(console: Console, run: Path, result: dict[str, Any]) -> None:
-    """The lines a user acts on: errors, malformed input, checker problems."""
+    """The lines a user acts on: errors, malformed input, checker problems (never wrapped)."""
+    def say(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
     if result.get("error"):
-        console.print(f"{run}: checking failed: {result['error']}", markup=False, highlight=False)
+        say(f"{run}: checking failed: {result['error']}")
     sections = result.get("checkers", {})
     malformed = sections.get("stats", {}).get("malformed", {})
     for bad in malformed.get("examples", [])[:MALFORMED_SHOWN]:
-        console.print(f"{run / bad['file']}:{bad['line']}: {bad['reason']}", markup=False,
-                      highlight=False)
+        say(f"{run / bad['file']}:{bad['line']}: {bad['reason']}")
     if malformed.get("count", 0) > MALFORMED_SHOWN:
-        console.print(f"{run}: ... {malformed['count'] - MALFORMED_SHOWN} more malformed line(s) in "
-                      f"checked/malformed.parquet", markup=False, highlight=False)
+        say(f"{run}: ... {malformed['count'] - MALFORMED_SHOWN} more malformed line(s) "
+            "in checked/malformed.parquet")
     for name in SECTIONS:
         section = sections.get(name, {})
         for problem in section.get("problems", []):
-            console.print(f"{run}: {name}: {problem}", markup=False, highlight=False)
+            say(f"{run}: {name}: {problem}")
         if section.get("error"):
-            console.print(f"{run}: {name}: checker failed: {section['error']}", markup=False,
-                          highlight=False)
+            say(f"{run}: {name}: checker failed: {section['error']}")
 
 
 @click.command("check")

@@ -30,9 +30,14 @@ def _models() -> list[str]:
               help="Seconds per file; past it the verdict is unknown.")
 @click.option("--engine", default="jvm", show_default=True, type=click.Choice(["jvm", "knossos"]),
               help="jvm: our engine; knossos: a Knossos jar named by KNOSSOS_JAR (second opinion).")
+@click.option("--nil-reads", default="auto", show_default=True,
+              type=click.Choice(["auto", "absent", "unknown"]),
+              help="What a read of null means: absent (saw an empty register, as our "
+                   "workloads record it) or unknown (matches anything, as Knossos reads nil). "
+                   "auto: unknown for .edn files, absent otherwise.")
 @click.option("--json", "as_json", is_flag=True, help="Print each result as one JSON line.")
 def lin(files: tuple[Path, ...], model: str, init_text: str | None, time_limit: float,
-        engine: str, as_json: bool) -> None:
+        engine: str, nil_reads: str, as_json: bool) -> None:
     """Check FILE... for linearizability and print a verdict per file.
 
     A FILE is a Jepsen EDN history (.edn), our history as JSON lines or a JSON
@@ -50,8 +55,10 @@ def lin(files: tuple[Path, ...], model: str, init_text: str | None, time_limit: 
     verdicts = []
     for path in files:
         try:
+            nil = nil_reads if nil_reads != "auto" else \
+                "unknown" if path.suffix == ".edn" else "absent"
             result = analysis(model, load_history(path), time_limit=time_limit, init=init,
-                              engine=engine)
+                              engine=engine, nil_reads=nil)
         except HistoryError as err:
             click.echo(f"error: {err}", err=True)
             verdicts.append("error")

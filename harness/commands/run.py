@@ -151,8 +151,8 @@ def import_command(edn_file: Path, store: Path, workload: str | None, check: boo
         raise UserError(str(exc)) from None
     click.echo(str(run_dir.path))
     if check:
-        from checkers.pipeline import check_runs
-        results = check_runs([run_dir.path])
+        from harness.run import check
+        results = check([run_dir.path])
         valid = results[0].get("valid", "unknown") if results else "unknown"
         click.echo(f"verdict: {VERDICTS.get(valid, str(valid))}")
         sys.exit(exit_code("complete", valid))

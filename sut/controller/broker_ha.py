@@ -517,7 +517,7 @@ class ControllerHA(HAStrategy):
                 self._update_confirm()
             elif master_id == NO_MASTER or not address:
                 if epoch > self.master_epoch and self.role_known:
-                    self._fence(epoch, f"the controller knows no master at epoch {epoch}")
+                    await self._fence(epoch, f"the controller knows no master at epoch {epoch}")
                 elect = True
         if elect:
             await self._request_election()
@@ -582,9 +582,12 @@ class ControllerHA(HAStrategy):
         if was_master:
             self._confirm = min(self._confirm, self.store.max_offset)
 
-    def _fence(self, epoch: int, why: str) -> None:
-        """Deposed without a successor: stop serving writes until the controller decides."""
+    async def _fence(self, epoch: int, why: str) -> None:
+        """Deposed without a successor: stop serving until the controller decides."""
         self._step_down()
+        if self.slave_side is not None:
+            await self.slave_side.stop()
+            self.slave_side = None
         self.role_known = False
         self.master_epoch, self.master_id, self.master_addr = epoch, None, ""
         self.log.warning("fenced: %s", why)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from sut.store.metadata import write_atomic
+
 NO_CONSISTENT_POINT = -1
 
 
@@ -104,17 +106,7 @@ class EpochFile:
         return entries
 
     def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._tmp, "w") as fh:
-            json.dump([e.to_json() for e in self._entries], fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(self._tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomic(self.path, json.dumps([e.to_json() for e in self._entries]).encode())
 
     @property
     def entries(self) -> list[EpochEntry]:

@@ -14,6 +14,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from sut.store.metadata import write_atomic
+
 
 class IdentityError(Exception):
     """An identity file exists but is unreadable or belongs to another broker group."""
@@ -25,15 +27,6 @@ class BrokerIdentity:
     broker_name: str
     broker_id: int
     check_code: str
-
-
-def _write_atomically(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        json.dump(data, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class IdentityStore:
@@ -67,12 +60,12 @@ class IdentityStore:
 
     def save_pending(self, identity: BrokerIdentity) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        _write_atomically(self.pending_path, asdict(identity))
+        write_atomic(self.pending_path, json.dumps(asdict(identity)).encode())
 
     def commit(self, identity: BrokerIdentity) -> None:
         """The controller accepted the claim: make it final, drop the pending file."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        _write_atomically(self.final_path, asdict(identity))
+        write_atomic(self.final_path, json.dumps(asdict(identity)).encode())
         self.discard_pending()
 
     def discard_pending(self) -> None:

@@ -319,8 +319,14 @@ class SlaveSide:
         else:
             point = find_consistent_point(self.epochs.entries, local_end, master_epochs, master_end)
             if point < 0:
-                raise HAError(f"no consistent point between our epochs {self.epochs.entries} and "
-                              f"the master's {master_epochs}")
+                # No epoch in common (RocketMQ gives up and retries forever). Our masters
+                # replace an epoch that wrote nothing, so a replica that did write in it
+                # can end up here; nothing after the first epoch start is shared, and the
+                # master holds every committed message, so resynchronising from there is safe.
+                point = min(self.epochs.entries[0].start_offset,
+                            master_epochs[0].start_offset if master_epochs else 0)
+                self.log.warning("no common epoch: ours %s, the master's %s; resynchronising "
+                                 "from offset %d", self.epochs.entries, master_epochs, point)
         point = min(point, local_end)
         if point < local_end:
             self.log.warning("truncating our log from %d to the consistent point %d", local_end,

@@ -138,20 +138,17 @@ class MasterSlaveHA(HAStrategy):
         if not self.is_master:
             return PutResult.rejected(ResponseCode.NOT_MASTER, "this broker is a slave")
         need = self.settings.in_sync_replicas - 1
-        appended, flushed = None, False
-        if self.sync and need > 0:
-            healthy = self._healthy_slaves()
-            appended = self.store.append(messages)
-            if healthy < need:
-                await self.store.wait_flushed(appended.end)
-                return PutResult(ResponseCode.SLAVE_NOT_AVAILABLE, appended,
-                                 f"{healthy} slave(s) in sync, {need} needed")
-            # the slave copies while the disk flushes: waiting one after the other costs nothing
-            flushed = await self.store.wait_flushed(appended.end)
-            replicated = await self._wait_replicated(appended.end, need)
-            return PutResult(status_after_append(flushed, replicated), appended)
+        if not self.sync or need <= 0:
+            appended, flushed = await self.append_local(messages)
+            return PutResult(status_after_append(flushed, None), appended)
+        healthy = self._healthy_slaves()  # judged before the append, as RocketMQ's isSlaveOK
         appended, flushed = await self.append_local(messages)
-        return PutResult(status_after_append(flushed, None), appended)
+        if healthy < need:
+            code = ResponseCode.SLAVE_NOT_AVAILABLE if flushed else ResponseCode.FLUSH_DISK_TIMEOUT
+            return PutResult(code, appended, f"{healthy} slave(s) in sync, {need} needed")
+        # the slave copies while the disk flushes, so waiting for one after the other costs nothing
+        replicated = await self._wait_replicated(appended.end, need)
+        return PutResult(status_after_append(flushed, replicated), appended)
 
     def _healthy_slaves(self) -> int:
         end = self.store.max_offset

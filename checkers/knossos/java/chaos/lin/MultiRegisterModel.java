@@ -4,9 +4,12 @@ package chaos.lin;
  * Several registers changed by transactions, as Knossos' multi-register.
  * State: one value id per register (register i is named by value aux[i]).
  * f 0 txn: in = micro-ops as triples [kind, register, value], kind 0 read,
- * 1 write. A read of null (0) matches anything, as in Knossos.
+ * 1 write. A read of value -1 matches anything (its value is unknown, as a
+ * Knossos nil read); 0 is null: the register was never written.
  */
 final class MultiRegisterModel implements Model {
+    static final int ANY = -1;
+
     @Override
     public Object init(History h) {
         int[] regs = new int[h.aux.length];
@@ -25,7 +28,7 @@ final class MultiRegisterModel implements Model {
             int reg = h.in(op, i + 1);
             int v = h.in(op, i + 2);
             if (kind == 0) {
-                if (v != 0 && regs.get(reg) != v) {
+                if (v != ANY && regs.get(reg) != v) {
                     return null;
                 }
             } else {

@@ -3,8 +3,8 @@ package chaos.lin;
 /**
  * A read/write register, optionally with compare-and-set. State: the value id.
  * f 0 read (out [v]), f 1 write (in [v]), f 2 cas (in [expected, new]).
- * A read of null (id 0) matches any value, as in Knossos: the reader did not
- * learn what it read.
+ * A read of null (id 0) saw an empty register; reads whose value is unknown
+ * (Knossos' nil reads) are left out by the Python side before they get here.
  */
 final class RegisterModel implements Model {
     static final int READ = 0;
@@ -26,7 +26,7 @@ final class RegisterModel implements Model {
         int v = (Integer) state;
         switch (h.f[op]) {
             case READ:
-                if (!h.outputKnown(op) || h.out(op, 0) == 0 || h.out(op, 0) == v) {
+                if (!h.outputKnown(op) || h.out(op, 0) == v) {
                     return state;
                 }
                 return null;

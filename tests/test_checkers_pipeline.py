@@ -1,0 +1,514 @@
+"""The Spark checker pipeline on constructed histories with known answers.
+
+All scenario runs are written into one store and checked by ONE check_runs
+call (one Spark session, shared jobs): that is itself the test that many runs
+are checked at once, and it keeps Spark's start-up and job overhead to a
+minimum. Each test then reads its own run's results.json and checked/ tables.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from checkers.pipeline import check_runs, find_runs
+from checkers.session import get_spark
+
+pytestmark = [pytest.mark.spark, pytest.mark.jvm]
+
+MS = 1_000_000
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class RunBuilder:
+    """Writes a run directory: history/<worker>.jsonl, nemesis.jsonl, run.json."""
+
+    def __init__(self, store: Path, name: str, spec: dict[str, Any] | None = None) -> None:
+        self.dir = store / "runs" / name
+        (self.dir / "history").mkdir(parents=True)
+        if spec is not None:
+            (self.dir / "run.json").write_text(json.dumps(spec))
+
+    def line(self, worker: str, text: str) -> None:
+        with open(self.dir / "history" / f"{worker}.jsonl", "a") as out:
+            out.write(text + "\n")
+
+    def event(self, worker: str, **event: Any) -> None:
+        self.line(worker, json.dumps(event))
+
+    def op(self, process: int, f: str, start: float, end: float | None = None, type: str = "ok",
+           key: Any = None, value: Any = None, result: Any = None, error: str | None = None) -> None:
+        """An invoke at `start` ms and, unless end is None, its completion at `end` ms."""
+        worker = f"w{process}"
+        self.event(worker, process=process, type="invoke", f=f, key=key, value=value,
+                   time=int(start * MS))
+        if end is not None:
+            self.event(worker, process=process, type=type, f=f, key=key, value=result,
+                       time=int(end * MS), error=error)
+
+    def fault(self, name: str, start: float, stop: float | None = None, targets=("n1",)) -> None:
+        with open(self.dir / "nemesis.jsonl", "a") as out:
+            for phase, at in (("start", start), ("stop", stop)):
+                if at is not None:
+                    out.write(json.dumps({"process": "nemesis", "type": "info", "f": name,
+                                          "value": {"phase": phase, "targets": list(targets)},
+                                          "time": int(at * MS)}) + "\n")
+
+
+def item(msg_id: Any, queue: int | str = "q0", offset: int = 0) -> dict[str, Any]:
+    return {"id": msg_id, "key": queue, "queue": queue, "offset": offset}
+
+
+def send(run: RunBuilder, process: int, msg_id: Any, start: float, end: float, type: str = "ok",
+         key: Any = "q0") -> None:
+    run.op(process, "send", start, end, type, key=key, value={"id": msg_id, "payload": "x"},
+           result={"id": msg_id, "queue": key, "offset": 0} if type == "ok" else None,
+           error=None if type == "ok" else "timeout" if type == "info" else "rejected")
+
+
+def poll(run: RunBuilder, process: int, start: float, end: float, items: list[dict]) -> None:
+    run.op(process, "poll", start, end, "ok", key=items[0]["queue"] if items else None,
+           value={"offset": 0}, result=items)
+
+
+# -- scenarios ---------------------------------------------------------------------------
+
+def queue_all(store: Path) -> None:
+    """Every queue category; no run.json (the workload is inferred)."""
+    run = RunBuilder(store, "queue-all")
+    send(run, 1, "m1", 0, 10)
+    send(run, 1, "m2", 20, 30)                 # lost
+    send(run, 1, "m3", 40, 50)                 # duplicated
+    send(run, 1, "m5", 60, 70, "info")         # recovered (info)
+    send(run, 11, "m6", 80, 90, "fail")        # recovered although it failed
+    send(run, 11, "m7", 100, 110, "info")      # retried ...
+    send(run, 21, "m7", 120, 130)              # ... and acknowledged: one message
+    send(run, 21, "m8", 140, 150, "info")      # indeterminate, never seen: fine
+    poll(run, 2, 200, 210, [item("m1"), item("m3"), item("m4"), item("m5"), item("m6")])
+    poll(run, 2, 300, 310, [item("m3"), item("m7")])
+
+
+def queue_duplicates(store: Path, name: str, delivery: str) -> None:
+    """Integer ids and keys, like the queue workload writes them; m2 delivered twice."""
+    run = RunBuilder(store, name, {"workload": "queue", "delivery": delivery})
+    for i in (1, 2, 3):
+        run.op(1, "send", i * 10, i * 10 + 5, key=0, value={"id": i, "shard": "s0", "payload": "p"},
+               result={"id": i, "shard": "s0", "payload": "p", "queue": 0, "offset": i - 1})
+    poll(run, 2, 100, 110, [item(1, 0, 0), item(2, 0, 1), item(3, 0, 2)])
+    poll(run, 2, 200, 210, [item(2, 0, 1)])
+
+
+def queue_order(store: Path, name: str, ordered: bool) -> None:
+    run = RunBuilder(store, name, {"workload": "queue", "spec": {"ordered": ordered}})
+    send(run, 1, "m1", 0, 10)
+    send(run, 1, "m2", 20, 30)
+    send(run, 1, "m3", 40, 50)
+    send(run, 1, "m6", 60, 70)                 # lost: loss, not an order violation
+    send(run, 3, "m4", 0, 100, key="q1")       # m4 and m5 overlap: no order between them
+    send(run, 4, "m5", 50, 150, key="q1")
+    poll(run, 2, 200, 210, [item("m2"), item("m1")])   # m1 was acked before m2 was sent
+    poll(run, 2, 300, 310, [item("m3"), item("m5", "q1"), item("m4", "q1")])
+
+
+def rto_faults(store: Path) -> None:
+    """Overlapping windows A [1000,3000) and B [1500,4000), and C [5000, never stopped)."""
+    run = RunBuilder(store, "rto-faults", {"workload": "queue", "thresholds": {"rto_threshold_s": 0.7}})
+    ids = iter(range(1000))
+    for t in range(0, 1200, 100):
+        send(run, 1, next(ids), t, t + 10)
+    send(run, 1, next(ids), 1200, 1250, "fail")
+    send(run, 5, next(ids), 1300, 2300, "info")        # in flight when B starts
+    for t in range(1400, 2000, 100):
+        send(run, 1, next(ids), t, t + 50, "fail")
+    for t in range(2000, 5000, 100):
+        send(run, 1, next(ids), t, t + 50)
+    for t in range(5100, 6000, 100):
+        send(run, 1, next(ids), t, t + 50, "fail")
+    run.fault("random-kill", 1000, 3000)
+    run.fault("random-partition", 1500, 4000, targets=("n2", "n3"))
+    run.fault("random-kill", 5000, None, targets=("n4",))
+
+
+def rto_register(store: Path) -> None:
+    """A register run that recovers within its threshold; a cas mismatch is an answer."""
+    run = RunBuilder(store, "rto-register", {"workload": "register", "rto_threshold_s": 1.0})
+    run.op(1, "write", 0, 10, key="x", value=1, result=1)
+    run.op(1, "cas", 150, 160, "fail", key="x", value=[5, 6], error="cas-mismatch")
+    run.op(1, "write", 200, 400, "info", key="x", value=2, error="timeout")
+    run.op(2, "write", 300, 320, key="x", value=3, result=3)
+    run.op(3, "read", 450, 460, key="x", result=3)
+    run.fault("random-kill", 100, 500)
+
+
+def register_bad(store: Path) -> None:
+    run = RunBuilder(store, "register-bad", {"workload": "register"})
+    run.op(1, "write", 0, 10, key="y", value=1, result=1)
+    run.op(2, "read", 20, 30, key="y", result=2)       # 2 was never written
+    run.op(1, "write", 0 + 40, 50, key="z", value=7, result=7)
+    run.op(2, "read", 60, 70, key="z", result=7)
+
+
+def log_run(store: Path) -> None:
+    run = RunBuilder(store, "log-good", {"workload": "log"})
+    run.op(1, "append", 0, 10, key=0, value="a", result={"offset": 0, "value": "a"})
+    run.op(2, "read", 20, 30, key=0, value={"offset": 0}, result={"offset": 0, "value": "a"})
+
+
+def dangling(store: Path) -> None:
+    run = RunBuilder(store, "dangling", {"workload": "queue"})
+    send(run, 1, "m1", 0, 10)
+    run.op(1, "send", 20, None, key="q0", value={"id": "m2"})        # never completed
+    run.op(2, "send", 5, None, key="q0", value={"id": "m3"})         # a second invoke follows
+    send(run, 2, "m4", 15, 25)
+    poll(run, 3, 30, 40, [item("m1"), item("m4")])
+
+
+def malformed(store: Path) -> None:
+    run = RunBuilder(store, "malformed", {"workload": "queue"})
+    send(run, 1, "m1", 0, 10)                                              # lines 1-2
+    run.line("w1", "garbage")                                              # 3
+    run.line("w1", '{"process":1,"type":"invoke","f":"send","value":{"id":"m2"},"ti')  # 4
+    run.line("w1", "")                                                     # 5
+    run.line("w1", '{"process":"x","type":"invoke","f":"send","time":30}')  # 6
+    run.line("w1", '{"process":1,"type":"begin","f":"send","time":40}')     # 7
+    run.line("w1", '{"process":1,"type":"invoke","f":"send","time":-5}')    # 8
+    send(run, 1, "m9", 50, 60)                                             # 9-10
+    poll(run, 2, 100, 110, [item("m1"), item("m9")])
+    with open(run.dir / "nemesis.jsonl", "w") as out:
+        out.write('{"process":"nemesis","type":"info","f":"random-kill","value":{"phase":"begin"},"time":5}\n')
+
+
+def empty(store: Path) -> None:
+    run = RunBuilder(store, "empty", {"workload": "queue"})
+    (run.dir / "history" / "w1.jsonl").touch()
+
+
+def bad_spec(store: Path) -> None:
+    run = RunBuilder(store, "bad-spec")
+    (run.dir / "run.json").write_text("{not json")
+    send(run, 1, "m1", 0, 10)
+    poll(run, 2, 20, 30, [item("m1")])
+
+
+SCENARIOS = [queue_all, lambda s: queue_duplicates(s, "dup-at-least-once", "at-least-once"),
+             lambda s: queue_duplicates(s, "dup-exactly-once", "exactly-once"),
+             lambda s: queue_order(s, "ordered", True), lambda s: queue_order(s, "unordered", False),
+             rto_faults, rto_register, register_bad, log_run, dangling, malformed, empty, bad_spec]
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    """One small local Spark session for all checker tests (Spark's log goes to a file)."""
+    log = tmp_path_factory.mktemp("spark") / "spark.log"
+    return get_spark("local[2]", {"spark.sql.shuffle.partitions": "2",
+                                  "spark.default.parallelism": "2"}, log)
+
+
+@pytest.fixture(scope="session")
+def checked(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """All scenarios checked together: run name -> {"result", "dir"}."""
+    store = tmp_path_factory.mktemp("store") / "campaign"
+    for scenario in SCENARIOS:
+        scenario(store)
+    runs = find_runs([store])
+    results = check_runs(runs)
+    return {run.name: {"result": result, "dir": run} for run, result in zip(runs, results)}
+
+
+def result(checked: dict[str, Any], name: str) -> dict[str, Any]:
+    return checked[name]["result"]
+
+
+def history_rows(checked: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    table = pq.read_table(checked[name]["dir"] / "checked" / "history.parquet")
+    return sorted(table.to_pylist(), key=lambda r: r["index"])
+
+
+# -- many runs at once ------------------------------------------------------------------
+
+def test_one_check_gives_every_run_its_own_results_and_history(checked):
+    assert len(checked) == len(SCENARIOS)
+    for name, entry in checked.items():
+        on_disk = json.loads((entry["dir"] / "results.json").read_text())
+        assert on_disk["valid"] == entry["result"]["valid"]
+        assert on_disk["run"] == name
+        assert len(history_rows(checked, name)) == entry["result"]["checkers"]["stats"]["operations"]
+    assert len(history_rows(checked, "queue-all")) == 10
+    assert len(history_rows(checked, "log-good")) == 2
+
+
+def test_top_verdict_merges_false_over_unknown_over_true(checked):
+    assert result(checked, "queue-all")["valid"] is False
+    assert result(checked, "dup-at-least-once")["valid"] is True
+    assert result(checked, "malformed")["valid"] == "unknown"
+    assert result(checked, "empty")["valid"] == "unknown"
+
+
+# -- queue ---------------------------------------------------------------------------------
+
+def test_queue_checker_finds_every_category(checked):
+    queue = result(checked, "queue-all")["checkers"]["queue"]
+    counts = queue["counts"]
+    assert queue["valid"] is False
+    assert (counts["lost"], counts["duplicated"], counts["unexpected"]) == (1, 1, 1)
+    assert (counts["recovered_info"], counts["recovered_fail"]) == (1, 1)
+    assert [m["id"] for m in queue["lost"]] == ["m2"]
+    assert queue["lost"][0]["first_send_s"] == pytest.approx(0.02)
+    assert [(m["id"], m["consumed"]) for m in queue["duplicated"]] == [("m3", 2)]
+    assert [m["id"] for m in queue["unexpected"]] == ["m4"]
+    assert sorted((m["id"], m["send_outcome"]) for m in queue["recovered"]) == [("m5", "info"), ("m6", "fail")]
+    published = pq.read_table(checked["queue-all"]["dir"] / "checked" / "queue.parquet").to_pylist()
+    assert sorted((r["category"], r["id"]) for r in published) == [
+        ("duplicated", "m3"), ("lost", "m2"), ("recovered", "m5"), ("recovered", "m6"), ("unexpected", "m4")]
+
+
+def test_queue_retries_of_one_message_id_count_once(checked):
+    counts = result(checked, "queue-all")["checkers"]["queue"]["counts"]
+    assert counts["messages"] == 7          # m1 m2 m3 m5 m6 m7 m8
+    assert counts["send_attempts"] == 8
+    assert counts["retried"] == 1
+    assert counts["acknowledged"] == 4       # m1 m2 m3 m7
+
+
+def test_duplicates_fail_only_runs_that_promise_exactly_once(checked):
+    lenient = result(checked, "dup-at-least-once")["checkers"]["queue"]
+    strict = result(checked, "dup-exactly-once")["checkers"]["queue"]
+    assert lenient["counts"]["duplicated"] == strict["counts"]["duplicated"] == 1
+    assert [m["id"] for m in lenient["duplicated"]] == ["2"]
+    assert lenient["valid"] is True
+    assert strict["valid"] is False
+
+
+def test_order_violation_is_reported_apart_from_loss(checked):
+    checkers = result(checked, "ordered")["checkers"]
+    order = checkers["order"]
+    assert order["checked"] is True
+    assert order["valid"] is False
+    assert order["violations"] == 1
+    assert order["keys"] == 2
+    assert [(e["key"], e["id"], e["consumed_after"]) for e in order["examples"]] == [("q0", "m1", "m2")]
+    assert [m["id"] for m in checkers["queue"]["lost"]] == ["m6"]
+
+
+def test_order_is_not_judged_outside_ordered_mode(checked):
+    order = result(checked, "unordered")["checkers"]["order"]
+    assert order == {"valid": True, "checked": False,
+                     "reason": "not an ordered run (run.json has no `ordered: true`)"}
+
+
+# -- rto -----------------------------------------------------------------------------------
+
+def windows_of(checked, name):
+    return {w["id"]: w for w in result(checked, name)["checkers"]["rto"]["windows"]}
+
+
+def test_rto_measures_each_of_overlapping_windows(checked):
+    windows = windows_of(checked, "rto-faults")
+    a, b = windows[0], windows[1]
+    assert (a["fault"], a["start_s"], a["stop_s"]) == ("random-kill", 1.0, 3.0)
+    assert a["outage_from_s"] == pytest.approx(1.2)
+    assert a["recovered_at_s"] == pytest.approx(2.05)
+    assert a["unavailable_s"] == pytest.approx(0.85)
+    assert b["targets"] == ["n2", "n3"]
+    assert b["outage_from_s"] == pytest.approx(1.5)     # the write in flight counts from B's start
+    assert b["unavailable_s"] == pytest.approx(0.55)
+
+
+def test_rto_window_that_never_recovers_fails_the_run(checked):
+    rto = result(checked, "rto-faults")["checkers"]["rto"]
+    c = windows_of(checked, "rto-faults")[2]
+    assert c["stop_s"] is None
+    assert c["recovered"] is False
+    assert c["unavailable_s"] == pytest.approx(0.85)     # from 5.1 s to the end of the run
+    assert rto["not_recovered"] == [2]
+    assert rto["valid"] is False
+
+
+def test_rto_threshold_comes_from_the_run_spec(checked):
+    rto = result(checked, "rto-faults")["checkers"]["rto"]
+    windows = windows_of(checked, "rto-faults")
+    assert rto["threshold_s"] == 0.7
+    assert windows[0]["over_threshold"] is True
+    assert windows[1]["over_threshold"] is False
+    assert any("over the 0.7s threshold" in p for p in rto["problems"])
+
+
+def test_availability_inside_and_outside_fault_windows(checked):
+    rto = result(checked, "rto-faults")["checkers"]["rto"]
+    a = windows_of(checked, "rto-faults")[0]
+    assert (a["writes"], a["ok_writes"]) == (20, 12)
+    assert a["availability"] == pytest.approx(0.6)
+    outside = rto["availability"]["outside_faults"]
+    assert (outside["writes"], outside["ok"]) == (20, 20)     # before A and after B
+    inside = rto["availability"]["in_faults"]
+    assert inside["writes"] == 20 + 10 + 9             # A, then B alone, then C
+    assert inside["ok"] == 12 + 10
+
+
+def test_cas_mismatch_is_an_answer_and_recovery_within_threshold_is_valid(checked):
+    rto = result(checked, "rto-register")["checkers"]["rto"]
+    window = rto["windows"][0]
+    assert window["outage_from_s"] == pytest.approx(0.2)
+    assert window["unavailable_s"] == pytest.approx(0.12)
+    assert rto["valid"] is True
+
+
+# -- reconstruction -------------------------------------------------------------------------
+
+def test_dangling_invocations_are_closed_as_info(checked):
+    rows = {json.loads(r["invoke_value"])["id"]: r for r in history_rows(checked, "dangling")
+            if r["f"] == "send"}
+    m2 = rows["m2"]
+    assert (m2["type"], m2["dangling"], m2["complete_time"]) == ("info", True, None)
+    assert m2["error"] == "no completion in the history"
+    assert rows["m4"]["type"] == "ok" and rows["m4"]["dangling"] is False
+    stats = result(checked, "dangling")["checkers"]["stats"]
+    assert stats["dangling"] == 2
+    assert result(checked, "dangling")["checkers"]["queue"]["valid"] is True
+
+
+def test_invoke_while_another_is_pending_is_reported_with_its_line(checked):
+    malformed = result(checked, "dangling")["checkers"]["stats"]["malformed"]
+    assert malformed["examples"] == [{
+        "file": "history/w2.jsonl", "line": 1,
+        "reason": "invoke of process 2 never completed before its next invoke",
+        "text": '{"process": 2, "type": "invoke", "f": "send", "key": "q0", "value": {"id": "m3"}, '
+                '"time": 5000000}'}]
+
+
+def test_malformed_lines_are_reported_with_file_line_and_reason(checked):
+    malformed = result(checked, "malformed")["checkers"]["stats"]["malformed"]
+    found = [(m["file"], m["line"], m["reason"]) for m in malformed["examples"]]
+    assert found == [
+        ("history/w1.jsonl", 3, "not valid JSON (truncated or garbled line?)"),
+        ("history/w1.jsonl", 4, "not valid JSON (truncated or garbled line?)"),
+        ("history/w1.jsonl", 5, "empty line"),
+        ("history/w1.jsonl", 6, '`process` must be an integer or "nemesis"'),
+        ("history/w1.jsonl", 7, "`type` must be one of invoke, ok, fail, info"),
+        ("history/w1.jsonl", 8, "`time` must be a non-negative integer (ns since run start)"),
+        ("nemesis.jsonl", 1, 'nemesis event needs value.phase "start" or "stop"'),
+    ]
+    assert malformed["count"] == 7
+    table = pq.read_table(checked["malformed"]["dir"] / "checked" / "malformed.parquet")
+    assert table.num_rows == 7
+
+
+def test_malformed_lines_leave_the_rest_checked_and_the_verdict_unknown(checked):
+    checkers = result(checked, "malformed")["checkers"]
+    assert checkers["stats"]["operations"] == 3
+    assert checkers["stats"]["valid"] == "unknown"
+    assert checkers["queue"]["valid"] is True
+    assert checkers["queue"]["counts"]["consumed_ids"] == 2
+
+
+def test_history_is_indexed_by_time_and_tagged_with_fault_windows(checked):
+    rows = history_rows(checked, "rto-faults")
+    assert [r["index"] for r in rows] == list(range(len(rows)))
+    assert [r["invoke_time"] for r in rows] == sorted(r["invoke_time"] for r in rows)
+    by_time = {r["invoke_time"] // MS: r for r in rows}
+    assert by_time[500]["faults"] == []
+    assert by_time[1200]["faults"] == [0]
+    assert by_time[1600]["faults"] == [0, 1]
+    assert by_time[3500]["faults"] == [1]
+    assert by_time[5500]["faults"] == [2]
+    faults = pq.read_table(checked["rto-faults"]["dir"] / "checked" / "faults.parquet").to_pylist()
+    assert [(f["fault"], f["stop"]) for f in faults] == [
+        ("random-kill", 3000 * MS), ("random-partition", 4000 * MS), ("random-kill", None)]
+
+
+# -- perf, stats ------------------------------------------------------------------------------
+
+def test_perf_gives_latency_quantiles_and_series_per_f_and_outcome(checked):
+    perf = result(checked, "rto-faults")["checkers"]["perf"]
+    latency = {(e["f"], e["type"]): e for e in perf["latency"]}
+    assert latency[("send", "fail")]["count"] == 1 + 6 + 9
+    assert latency[("send", "fail")]["p50_ms"] == pytest.approx(50.0)
+    assert latency[("send", "info")]["max_ms"] == pytest.approx(1000.0)
+    assert latency[("send", "ok")]["p99_ms"] == pytest.approx(50.0)
+    series = {(s["f"], s["type"]): s for s in perf["series"]}
+    ok = series[("send", "ok")]
+    assert perf["bucket_s"] == 1
+    assert ok["t_s"][:3] == [0, 1, 2]
+    assert ok["ops"][0] == 10 and ok["throughput"][0] == 10.0
+    assert sum(ok["ops"]) == latency[("send", "ok")]["count"]
+
+
+def test_stats_count_operations_by_f_and_outcome(checked):
+    stats = result(checked, "queue-all")["checkers"]["stats"]
+    assert stats["workload"] == "queue"
+    assert stats["by_f"]["send"] == {"ok": 4, "fail": 1, "info": 3}
+    assert stats["by_f"]["poll"] == {"ok": 2, "fail": 0, "info": 0}
+    assert stats["valid"] is True
+
+
+def test_empty_history_is_unknown(checked):
+    stats = result(checked, "empty")["checkers"]["stats"]
+    assert stats["operations"] == 0
+    assert stats["reasons"] == ["the history has no client operations"]
+
+
+def test_unreadable_run_json_is_reported_and_defaults_are_used(checked):
+    res = result(checked, "bad-spec")
+    assert res["workload"] == "queue"
+    assert res["checkers"]["queue"]["valid"] is True
+    assert "not readable JSON" in res["checkers"]["stats"]["reasons"][0]
+
+
+# -- linearizability -----------------------------------------------------------------------
+
+def test_linearizable_checks_each_key_with_the_engine(checked):
+    lin = result(checked, "register-bad")["checkers"]["linearizable"]
+    assert lin["model"] == "cas-register"
+    assert lin["valid"] is False
+    assert lin["keys"] == 2
+    assert lin["counts"] == {"valid": 1, "invalid": 1, "unknown": 0}
+    assert lin["failures"][0]["key"] == "y"
+    assert lin["failures"][0]["op"]["value"] == 2
+
+
+def test_linearizable_valid_register_and_log_histories(checked):
+    register = result(checked, "rto-register")["checkers"]["linearizable"]
+    log = result(checked, "log-good")["checkers"]["linearizable"]
+    assert (register["valid"], register["keys"]) == (True, 1)
+    assert (log["valid"], log["model"]) == (True, "log")
+
+
+def test_queue_workload_skips_linearizability(checked):
+    lin = result(checked, "queue-all")["checkers"]["linearizable"]
+    assert lin["valid"] is True and lin["checked"] is False
+
+
+# -- the CLI ------------------------------------------------------------------------------
+
+def test_chaos_check_rejects_a_directory_without_runs(tmp_path):
+    from harness.cli import cli
+    out = CliRunner().invoke(cli, ["check", str(tmp_path)])
+    assert out.exit_code == 3
+    assert "no runs found" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_chaos_check_rechecks_a_campaign_and_exits_with_the_worst_verdict(checked, tmp_path):
+    """In a fresh process: Spark's own log goes to spark.log, the terminal shows only verdicts."""
+    campaign = tmp_path / "campaign"
+    queue_duplicates(campaign, "good", "at-least-once")
+    queue_all(campaign)
+    env = {**os.environ, "COLUMNS": "120"}
+    chaos = Path(sys.executable).parent / "chaos"
+    done = subprocess.run([str(chaos), "check", str(campaign)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, env=env)
+    if done.returncode not in (0, 1, 2):
+        pytest.fail(done.stdout + done.stderr)
+    assert done.returncode == 1
+    assert "queue: 1 acknowledged message(s) never consumed" in done.stdout
+    for noise in ("WARN", "log4j", "SparkContext", "Stage"):
+        assert noise not in done.stdout + done.stderr
+    assert (campaign / "spark.log").stat().st_size > 0
+    assert json.loads((campaign / "runs" / "good" / "results.json").read_text())["valid"] is True
