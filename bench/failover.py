@@ -3,6 +3,7 @@
     .venv/bin/python bench/failover.py                       # controller-3, controller-2, dledger-3
     .venv/bin/python bench/failover.py --kills 20 --suspends 5 --timing default
     .venv/bin/python bench/failover.py --profiles controller-3 --kills 5 --suspends 0
+    .venv/bin/python bench/failover.py --kills 0 --suspends 0 --partitions 5   # root: namespaces
 
 Real `python -m sut` processes on loopback (sut.local.LocalCluster), RocketMQ
 default timings unless --timing says otherwise. Each profile runs in the same
@@ -20,9 +21,16 @@ script run, one after the other. For every fault:
   mode every broker back in the SyncStateSet).
 
 A suspended master is what a partition of the master looks like to the rest
-of the cluster (no heartbeats, no acks, connections kept), so suspend numbers
-bound partition recovery too. Prints p50 / p99 / max per profile and fault;
-nothing is asserted.
+of the cluster (no heartbeats, no acks, connections kept). `--partitions N`
+(root) measures real partitions too: the profile is deployed with sut.deploy
+onto a 3-node network-namespace cluster, the master's node is cut off from
+the other nodes with iptables (nuclei.drop; the client on the host still
+reaches every node), and the time to the first SEND_OK is measured the same
+way before the partition is healed. The single nameserver's node is not
+partitioned: clients would have no route to a new master until the heal
+(when the master sits there, it is first moved by a kill).
+
+Prints p50 / p99 / max per profile and fault; nothing is asserted.
 """
 from __future__ import annotations
 
@@ -37,7 +45,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import nuclei  # noqa: E402
+from inventory import Pool, netns  # noqa: E402
 from sut import admin  # noqa: E402
+from sut.deploy import Deployer  # noqa: E402
 from sut.client import Producer  # noqa: E402
 from sut.local import LocalCluster  # noqa: E402
 
@@ -130,6 +141,92 @@ async def bench_profile(profile: str, timing: str, faults: dict[str, int], base:
     return results
 
 
+class NetnsGroup:
+    """A profile deployed on a namespace cluster: just what the partition bench needs."""
+
+    def __init__(self, deployer: Deployer, pool: Pool, journal: nuclei.Journal) -> None:
+        self.deployer, self.pool, self.journal = deployer, pool, journal
+        self.brokers = [r for r in deployer.refs if r.role == "broker"]
+        self.namesrv_node = next(r.node for r in deployer.refs if r.role == "namesrv")
+
+    async def statuses(self) -> list[dict | None]:
+        return await asyncio.gather(*(admin.process_status(r.address, timeout=1.5)
+                                      for r in self.brokers))
+
+    async def whole(self) -> bool:
+        statuses = await self.statuses()
+        if not all(s and s.get("ready") for s in statuses):
+            return False
+        masters = [s for s in statuses if s.get("is_leader")]
+        if len(masters) != 1:
+            return False
+        ha = masters[0].get("ha") or {}
+        return "sync_state_set" not in ha or len(ha["sync_state_set"]) == len(statuses)
+
+    async def master_ref(self):
+        for ref, status in zip(self.brokers, await self.statuses()):
+            if status and status.get("ready") and status.get("is_leader"):
+                return ref
+        return None
+
+    def move_master(self, ref) -> None:
+        for entry in nuclei.kill(self.pool, self.journal, ref):
+            nuclei.restart(self.pool, self.journal, entry, start=self.deployer.start_process,
+                           proc=ref)
+
+
+async def one_partition(group: NetnsGroup, producer: Producer, hosts: dict[str, str]) -> float:
+    while True:
+        await wait_for(group.whole, 180, "a whole group")
+        await send_until_ok(producer, time.monotonic(), 60)
+        ref = await group.master_ref()
+        if ref is not None and ref.node != group.namesrv_node:
+            break
+        if ref is not None:
+            await asyncio.to_thread(group.move_master, ref)
+    peers = [h for n, h in hosts.items() if n != ref.node]
+    started = time.monotonic()
+    entry = await asyncio.to_thread(nuclei.drop, group.pool, group.journal, ref.node, peers)
+    try:
+        return await send_until_ok(producer, started, 120)
+    finally:
+        await asyncio.to_thread(nuclei.remove, group.pool, group.journal, entry)
+
+
+def bench_partitions(profiles: list[str], timing: str, count: int, base: str,
+                     results: dict[str, dict[str, list[float]]]) -> None:
+    name = f"bfo{os.getpid()}"
+    inventory = netns.up(name, 3, persistent=False)
+    pool = Pool(inventory)
+    hosts = {n.name: n.host for n in inventory.nodes}
+    try:
+        for profile in profiles:
+            journal = nuclei.Journal(os.path.join(base, f"{profile}-journal.jsonl"))
+            deployer = Deployer(pool, inventory, profile, os.path.join(base, f"{profile}-netns"),
+                                timing=timing)
+            samples = results.setdefault(profile, {}).setdefault("partition", [])
+            try:
+                deployer.install()
+                deployer.start()
+                deployer.wait_healthy(120)
+                group = NetnsGroup(deployer, pool, journal)
+
+                async def run() -> None:
+                    async with Producer(deployer.endpoints()["namesrv"], send_timeout=3.0) as producer:
+                        for i in range(count):
+                            seconds = await one_partition(group, producer, hosts)
+                            samples.append(seconds)
+                            print(f"  {profile} partition #{i + 1}: {seconds * 1000:.0f} ms",
+                                  flush=True)
+                asyncio.run(run())
+            finally:
+                nuclei.heal(pool, journal)
+                deployer.stop()
+    finally:
+        pool.close()
+        netns.down(name)
+
+
 def report(all_results: dict[str, dict[str, list[float]]]) -> None:
     print("\n| profile | fault | n | p50 | p99 | max | mean |")
     print("|---|---|---|---|---|---|---|")
@@ -147,14 +244,21 @@ def main() -> None:
     parser.add_argument("--profiles", default="controller-3,controller-2,dledger-3")
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--suspends", type=int, default=5)
+    parser.add_argument("--partitions", type=int, default=0,
+                        help="also partition the master this often (root: network namespaces)")
     parser.add_argument("--timing", default="default", help="timing scale of sut.profiles")
     args = parser.parse_args()
     faults = {"kill": args.kills, "suspend": args.suspends}
     all_results = {}
+    profiles = args.profiles.split(",")
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as base:
-        for profile in args.profiles.split(","):
-            print(f"{profile} (timing {args.timing}):", flush=True)
-            all_results[profile] = asyncio.run(bench_profile(profile, args.timing, faults, base))
+        if args.kills or args.suspends:
+            for profile in profiles:
+                print(f"{profile} (timing {args.timing}):", flush=True)
+                all_results[profile] = asyncio.run(bench_profile(profile, args.timing, faults, base))
+        if args.partitions:
+            print(f"partitions on a namespace cluster (timing {args.timing}):", flush=True)
+            bench_partitions(profiles, args.timing, args.partitions, base, all_results)
     report(all_results)
 
 

@@ -88,7 +88,7 @@ def engine_problem() -> str | None:
 def linearizable_section(model: str, time_limit: float,
                          verdicts: list[tuple[str | None, dict[str, Any]]]) -> dict[str, Any]:
     """Merge per-key verdicts (pure): false > unknown > true."""
-    failures = [{"key": key, **v} for key, v in verdicts if v.get("valid") is False]
+    failures = [{**v, "key": key} for key, v in verdicts if v.get("valid") is False]
     unknown = [{"key": key, "cause": v.get("cause"), "error": v.get("error")}
                for key, v in verdicts if v.get("valid") == UNKNOWN]
     return {

@@ -29,36 +29,50 @@ _WITH_CORRUPT = T.StructType([*RAW_EVENT.fields, T.StructField(_CORRUPT, T.Strin
 _FROM_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
 
 @dataclass(frozen=True)
-class Source:
-    """The event files of one kind (client history or nemesis) of one run."""
+class RawFile:
+    """One raw event file: client history or nemesis events of run `run`."""
 
     run: int
     kind: str  # HISTORY | NEMESIS
-    paths: tuple[str, ...]
+    path: str  # absolute, as listed
 
 
-def run_sources(run: int, run_dir: Path) -> list[Source]:
+def run_files(run: int, run_dir: Path) -> list[RawFile]:
     """The raw event files of a stored run (DESIGN.md 4.1)."""
-    history = tuple(str(p) for p in sorted((Path(run_dir) / "history").glob("*.jsonl")))
+    files = [RawFile(run, HISTORY, str(p)) for p in sorted((Path(run_dir) / "history").glob("*.jsonl"))]
     nemesis = Path(run_dir) / "nemesis.jsonl"
-    sources = [Source(run, HISTORY, history)] if history else []
     if nemesis.is_file():
-        sources.append(Source(run, NEMESIS, (str(nemesis),)))
-    return sources
+        files.append(RawFile(run, NEMESIS, str(nemesis)))
+    return files
 
 
-def read_lines(spark: SparkSession, sources: list[Source]) -> DataFrame | None:
-    """All lines of all sources: run, kind, seq, text, file_uri, block (None if no files)."""
-    frames = [
-        spark.read.text(list(src.paths)).select(
-            F.lit(src.run).alias("run"),
-            F.lit(src.kind).alias("kind"),
+def _listed_path(file_uri: Column) -> Column:
+    """Spark's URI of a file (file:/a%20b) -> the path it was listed as (/a b)."""
+    # url_decode would turn a literal '+' into a space; Hadoop URIs keep '+' as is.
+    decoded = F.url_decode(F.regexp_replace(file_uri, r"\+", "%2B"))
+    return F.regexp_replace(decoded, r"^file:(//)?", "")
+
+
+def read_lines(spark: SparkSession, files: list[RawFile]) -> DataFrame | None:
+    """All lines of all files: run, kind, seq, text, file_uri, block (None if no files).
+
+    One scan per kind for all runs (Spark packs small files into few tasks);
+    a broadcast join on the file path says which run a line belongs to.
+    """
+    frames = []
+    for kind in (HISTORY, NEMESIS):
+        mine = [f for f in files if f.kind == kind]
+        if not mine:
+            continue
+        runs = spark.createDataFrame([(f.path, f.run) for f in mine], "path string, run int")
+        scan = spark.read.text([f.path for f in mine]).select(
+            F.lit(kind).alias("kind"),
             F.col("value").alias("text"),
             F.col("_metadata.file_path").alias("file_uri"),
             F.col("_metadata.file_block_start").alias("block"),
         )
-        for src in sources if src.paths
-    ]
+        frames.append(scan.join(F.broadcast(runs), _listed_path(F.col("file_uri")) == F.col("path"))
+                      .drop("path"))
     if not frames:
         return None
     lines = reduce(DataFrame.unionByName, frames)

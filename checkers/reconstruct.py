@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from .ops import INVOKE, OUTCOMES
-from .parse import HISTORY, NEMESIS, locate_lines, parse, read_lines, run_sources
+from .parse import HISTORY, NEMESIS, locate_lines, parse, read_lines, run_files
 from .schema import HISTORY as HISTORY_SCHEMA
 from .staging import Staging
 from .windows import FaultEvent, FaultWindow, fault_windows, segments
@@ -175,8 +175,8 @@ def _malformed(lines: DataFrame, paired: DataFrame, staging: Staging,
 def reconstruct(spark: SparkSession, run_dirs: list[Path], staging: Staging) -> Reconstruction:
     """Reconstruct the histories of `run_dirs` (run i = run_dirs[i]) in shared Spark jobs."""
     n_runs = len(run_dirs)
-    sources = [s for run, d in enumerate(run_dirs) for s in run_sources(run, d)]
-    lines = read_lines(spark, sources)
+    files = [f for run, d in enumerate(run_dirs) for f in run_files(run, d)]
+    lines = read_lines(spark, files)
     if lines is None:
         return Reconstruction(_empty_history(spark), [[] for _ in run_dirs],
                               [[] for _ in run_dirs], [0] * n_runs, [[] for _ in run_dirs])

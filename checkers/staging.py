@@ -11,7 +11,9 @@ import shutil
 import uuid
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql import types as T
 
 CHECKED_DIR = "checked"
@@ -49,7 +51,8 @@ class Staging:
             if part.is_dir():
                 shutil.move(part, target)
             else:
-                self.spark.createDataFrame([], schema).coalesce(1).write.parquet(str(target))
+                target.mkdir()
+                pq.write_table(to_arrow_schema(schema).empty_table(), target / "part-00000.parquet")
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -298,7 +298,10 @@ class RunLifecycle:
             self.record.status, self.record.error = "error", f"{type(exc).__name__}: {exc}"
             (self.run.path / "harness-error.txt").write_text(traceback.format_exc())
         if self.record.status == "complete":
-            self._check_and_report()
+            try:
+                self._check_and_report()
+            except KeyboardInterrupt:
+                self.record.status, self.record.error = "interrupted", "interrupted by Ctrl-C while checking"
         self.record.save()
         return RunOutcome(self.run, self.record.status, self.record.valid, self.record.error)
 
@@ -405,6 +408,8 @@ class RunLifecycle:
     # -- checking -----------------------------------------------------------------------------
     def _check_and_report(self) -> None:
         if self.spec.check:
+            if self.show_progress:
+                self.console.print("checking the history (Spark) ...", highlight=False)
             try:
                 with self.record.phase("check", self.status):
                     results = check([self.run.path], self.spec.spark_master)

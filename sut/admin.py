@@ -51,10 +51,10 @@ async def create_topic(broker_addr: str, topic: str, queues: int, timeout: float
 
 
 async def wait_ready(addrs: list[str], timeout: float, interval: float = 0.1) -> dict[str, str]:
-    """Poll PROCESS_STATUS until every address reports ready.
+    """Poll PROCESS_STATUS until every address reports ready (and replicating, if it says).
 
     Returns {} when all are ready, else address -> what was last seen
-    ("no answer" or "not ready"), after `timeout` seconds.
+    ("no answer", "not ready" or "not replicating"), after `timeout` seconds.
     """
     deadline = time.monotonic() + timeout
     pending = {a: "no answer" for a in addrs}
@@ -63,10 +63,12 @@ async def wait_ready(addrs: list[str], timeout: float, interval: float = 0.1) ->
             status = await process_status(addr, timeout=min(2.0, max(0.2, deadline - time.monotonic())))
             if status is None:
                 pending[addr] = "no answer"
-            elif status.get("ready"):
-                del pending[addr]
-            else:
+            elif not status.get("ready"):
                 pending[addr] = "not ready"
+            elif not status.get("replicating", True):
+                pending[addr] = "not replicating"
+            else:
+                del pending[addr]
         if not pending or time.monotonic() >= deadline:
             return pending
         await asyncio.sleep(interval)

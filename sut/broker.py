@@ -140,7 +140,7 @@ class Broker(Service):
             raise StartupError(f"cannot recover the store in {self.data_dir}: {exc}") from None
         self.topics.load(self.config.topics)
         self.offsets.load()
-        await self.store.start()
+        await self.store.start(self.spawn)
         await self.ha.start()
         try:
             await self.server.start()
@@ -323,6 +323,7 @@ class Broker(Service):
                 "cluster": self.config.cluster, "broker_name": self.config.broker_name,
                 "broker_id": self.ha.broker_id, "ha_mode": self.config.ha_mode,
                 "ha_role": self.ha.role.value, "is_leader": self.ha.role == Role.MASTER,
+                "replicating": self.ha.replicating,
                 "address": self.address,
                 "max_offset": self.store.max_offset, "confirm_offset": self.ha.confirm_offset(),
                 "flushed_offset": self.store.flushed_offset, "sync_count": self.store.sync_count,

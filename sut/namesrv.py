@@ -78,6 +78,7 @@ class RouteTable:
         self.clusters: dict[str, str] = {}                    # broker name -> cluster
         self.live: dict[str, LiveBroker] = {}                 # addr -> info
         self.topic_queues: dict[str, dict[str, dict[str, int]]] = {}  # topic -> name -> queue data
+        self._route_cache: dict[str, bytes | None] = {}  # every change of the tables clears it
 
     def register(self, info: LiveBroker, topics: dict[str, dict[str, int]]) -> bool:
         """Record a registration; False (nothing changed) for a stale master.
@@ -89,6 +90,7 @@ class RouteTable:
         if (info.broker_id == MASTER_ID and holder is not None and holder.addr != info.addr
                 and holder.epoch > info.epoch):
             return False
+        self._route_cache.clear()
         group = self.groups.setdefault(info.broker_name, {})
         self.clusters[info.broker_name] = info.cluster
         for bid, addr in list(group.items()):  # same address under another id: a role change
@@ -115,6 +117,7 @@ class RouteTable:
         info = self.live.pop(addr, None)
         if info is None:
             return None
+        self._route_cache.clear()
         group = self.groups.get(info.broker_name, {})
         for bid, a in list(group.items()):
             if a == addr:
@@ -131,6 +134,13 @@ class RouteTable:
     def expired(self, timeout: float) -> list[str]:
         now = time.monotonic()
         return [addr for addr, info in self.live.items() if now - info.last_seen > timeout]
+
+    def route_json(self, topic: str) -> bytes | None:
+        """The route as sent to clients, cached until the registry changes (clients ask often)."""
+        if topic not in self._route_cache:
+            route = self.route(topic)
+            self._route_cache[topic] = None if route is None else json.dumps(route).encode()
+        return self._route_cache[topic]
 
     def route(self, topic: str) -> dict[str, Any] | None:
         queues = self.topic_queues.get(topic)
@@ -251,10 +261,10 @@ class NameServer(Service):
 
     def _on_route(self, cmd: Command) -> Command:
         topic = get_field(cmd, "topic", str)
-        route = self.table.route(topic)
-        if route is None:
+        body = self.table.route_json(topic)
+        if body is None:
             return cmd.reply(RC.TOPIC_NOT_EXIST, {"error": f"no route for topic {topic}"})
-        return cmd.reply(RC.SUCCESS, {}, json.dumps(route).encode())
+        return cmd.reply(RC.SUCCESS, {}, body)
 
     def _on_cluster_info(self, cmd: Command) -> Command:
         return cmd.reply(RC.SUCCESS, {}, json.dumps(self.table.cluster_info()).encode())

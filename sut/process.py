@@ -216,6 +216,7 @@ def stop_process(role: str, config_path: str, timeout: float) -> int:
     if pid is None or not _runs_with(pid, config_path):
         return 0
     os.kill(pid, signal.SIGTERM)
+    os.kill(pid, signal.SIGCONT)  # a paused process (SIGSTOP nemesis) handles SIGTERM only once resumed
     if _wait_gone(pid, timeout):
         return 0
     with contextlib.suppress(ProcessLookupError):

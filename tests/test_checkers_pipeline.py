@@ -194,7 +194,9 @@ def bad_spec(store: Path) -> None:
     run = RunBuilder(store, "bad-spec")
     (run.dir / "run.json").write_text("{not json")
     send(run, 1, "m1", 0, 10)
-    poll(run, 2, 20, 30, [item("m1")])
+    run.line("c 2+%é", json.dumps({"process": 2, "type": "invoke", "f": "poll", "time": 20 * MS}))
+    run.line("c 2+%é", json.dumps({"process": 2, "type": "ok", "f": "poll", "value": [item("m1")],
+                                   "time": 30 * MS}))
 
 
 SCENARIOS = [queue_all, lambda s: queue_duplicates(s, "dup-at-least-once", "at-least-once"),
@@ -457,6 +459,7 @@ def test_empty_history_is_unknown(checked):
 def test_unreadable_run_json_is_reported_and_defaults_are_used(checked):
     res = result(checked, "bad-spec")
     assert res["workload"] == "queue"
+    assert res["checkers"]["stats"]["operations"] == 2     # also the file "c 2+%é.jsonl"
     assert res["checkers"]["queue"]["valid"] is True
     assert "not readable JSON" in res["checkers"]["stats"]["reasons"][0]
 

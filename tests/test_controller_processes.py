@@ -44,10 +44,16 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def status(c: LocalCluster, name: str) -> dict | None:
-    if c.popen.get(name) is None or c.popen[name].poll() is not None:
-        return None
-    return run(admin.process_status(c.address(name), timeout=2.0))
+def status(c: LocalCluster, name: str, tries: int = 3) -> dict | None:
+    """PROCESS_STATUS of a running process (None if it is not running or never answers;
+    a loaded machine may delay one answer, so a live process gets a few tries)."""
+    for _ in range(tries):
+        if c.popen.get(name) is None or c.popen[name].poll() is not None:
+            return None
+        got = run(admin.process_status(c.address(name), timeout=2.0))
+        if got is not None:
+            return got
+    return None
 
 
 def brokers(c: LocalCluster) -> list[str]:

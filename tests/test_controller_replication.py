@@ -83,6 +83,14 @@ def test_divergent_later_epochs_are_dropped_with_their_data(tmp_path):
     assert side.epochs.entries == [EpochEntry(1, 0)]
 
 
+def test_an_empty_epoch_of_ours_that_the_master_replaced_is_dropped(tmp_path):
+    store, _ = store_with(tmp_path, "empty", 0)          # master of epoch 1, wrote nothing
+    side = slave(tmp_path, store, [EpochEntry(1, 0)])
+    asyncio.run(side._truncate_to_master(handshake([EpochEntry(2, 0)], 700)))
+    assert side.epochs.entries == []
+    assert side.epochs.append(EpochEntry(2, 0))          # the first transfer can start epoch 2
+
+
 def test_no_common_epoch_resynchronises_from_the_start(tmp_path):
     store, ends = store_with(tmp_path, "none", 3)        # wrote in epoch 1 that the master replaced
     side = slave(tmp_path, store, [EpochEntry(1, 0)])

@@ -37,7 +37,7 @@ events = st.lists(st.fixed_dictionaries({
 
 
 @given(events)
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 def test_our_history_survives_a_round_trip_through_edn(history):
     assert parse_history(dumps_history(history)) == history
 

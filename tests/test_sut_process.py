@@ -88,3 +88,25 @@ def test_the_sut_imports_with_the_standard_library_only():
     proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "sut.broker" in modules and "sut.client" in modules
+
+
+def test_stop_also_ends_a_paused_process_cleanly(tmp_path):
+    import signal
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = tmp_path / "ns.json"
+    path.write_text(json.dumps({"data_dir": str(tmp_path / "d"), "port": port}))
+    child = subprocess.Popen([sys.executable, "-m", "sut", "namesrv", "--config", str(path)],
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        log = tmp_path / "d" / "namesrv.log"
+        deadline = time.monotonic() + 20
+        while "ready" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child.send_signal(signal.SIGSTOP)
+        assert run_sut("stop", "namesrv", "--config", str(path), "--timeout", "10").returncode == 0
+        assert child.wait(10) == 0  # exit code 0: it shut down on SIGTERM, not SIGKILL
+    finally:
+        child.kill()
+        child.wait()

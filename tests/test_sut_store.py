@@ -10,6 +10,7 @@ import pytest
 
 from sut.message import BLANK_MAGIC, CorruptRecord, Message, decode_payload, encode_payload, iter_records
 from sut.store.commitlog import CommitLog, StoreError
+from sut.store.consumequeue import write_entries
 from sut.store.message_store import MessageStore, StoreConfig
 
 LOG = logging.getLogger("test")
@@ -166,7 +167,7 @@ def test_entries_after_the_checkpoint_are_redispatched_once(tmp_path):
         store.append(msgs(0, 10))
         await store.flush(checkpoint=True)
         store.append(msgs(10, 10))  # in the log, not yet in a checkpoint
-        store.cqs.write_pending()    # and even already in the queue file
+        write_entries(store.cqs.take_pending())  # and even already in the queue files
         return store.max_offset     # then: crash (no close)
 
     end = asyncio.run(scenario())

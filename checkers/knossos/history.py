@@ -64,31 +64,37 @@ def operations(history: Iterable[dict], positions: list[int] | None = None) -> l
     pending: dict[Hashable, Operation] = {}
     ops: list[Operation] = []
     failed = False
+    take = pending.pop
     for i, event in enumerate(history):
         pos = i if positions is None else positions[i]
         try:
             process = event.get("process")
             kind = event.get("type")
-            if process == NEMESIS:
-                continue
             if kind == "invoke":
-                if process in pending:
-                    raise HistoryError(
-                        f"event #{pos}: process {process} invoked again before its op at event "
-                        f"#{pending[process].call} completed")
-                if process is None:
-                    raise HistoryError(f"event #{pos} has no process: {event!r:.120}")
-                op = Operation(len(ops), process, _name(event, pos), event.get("value"), UNKNOWN,
-                               pos, None, event)
+                if process in pending or process is None or process == NEMESIS:
+                    if process == NEMESIS:
+                        continue
+                    _bad_invoke(event, pos, pending)
+                f = event.get("f")
+                if f.__class__ is not str:
+                    raise HistoryError(f"event #{pos} has no operation name (f): {event!r:.120}")
+                op = Operation(len(ops), process, f, event.get("value"), UNKNOWN, pos, None, event)
                 pending[process] = op
                 ops.append(op)
                 continue
-            op = pending.pop(process, None)
+            op = take(process, None)
         except AttributeError:
             raise HistoryError(f"event #{pos} is not a map/object: {event!r:.80}") from None
         except TypeError:
             raise HistoryError(f"event #{pos}: process must be an int or string, "
                                f"got {event.get('process')!r:.40}") from None
+        if kind == "ok" and op is not None:
+            op.completion = event
+            op.done = op.ret = pos
+            op.output = event.get("value")
+            continue
+        if process == NEMESIS:
+            continue
         if kind not in ("ok", "fail", "info"):
             raise HistoryError(
                 f"event #{pos}: type must be invoke, ok, fail or info, got {kind!r:.40}")
@@ -98,10 +104,7 @@ def operations(history: Iterable[dict], positions: list[int] | None = None) -> l
             raise HistoryError(f"event #{pos}: {kind} of process {process} without an invoke")
         op.completion = event
         op.done = pos
-        if kind == "ok":
-            op.ret = pos
-            op.output = event.get("value")
-        elif kind == "fail":
+        if kind == "fail":
             op.failed = True
             failed = True
     if failed:
@@ -111,11 +114,12 @@ def operations(history: Iterable[dict], positions: list[int] | None = None) -> l
     return ops
 
 
-def _name(event: dict, pos: int) -> str:
-    f = event.get("f")
-    if not isinstance(f, str):
-        raise HistoryError(f"event #{pos} has no operation name (f): {event!r:.120}")
-    return f
+def _bad_invoke(event: dict, pos: int, pending: dict) -> None:
+    process = event.get("process")
+    if process is None:
+        raise HistoryError(f"event #{pos} has no process: {event!r:.120}")
+    raise HistoryError(f"event #{pos}: process {process} invoked again before its op at event "
+                       f"#{pending[process].call} completed")
 
 
 def key_of(event: dict) -> Hashable:

@@ -55,12 +55,12 @@ def encode(model: str, ops: list[Operation], init: Any, time_limit: float | None
         if encoded is None:
             continue
         code, ins, outs = encoded
-        row = [op.call, -1 if op.ret is None else op.ret, code, len(ins), *ins]
-        if outs is None:
-            row.append(-1)
-        else:
-            row += (len(outs), *outs)
-        rows.append(" ".join(map(str, row)))
+        ret = -1 if op.ret is None else op.ret
+        # "CALL RET F NIN in... NOUT out..." (NOUT -1: output unknown)
+        ins_text = f"{len(ins)} {' '.join(map(str, ins))}" if ins else "0"
+        outs_text = "-1" if outs is None else \
+            f"{len(outs)} {' '.join(map(str, outs))}" if outs else "0"
+        rows.append(f"{op.call} {ret} {code} {ins_text} {outs_text}")
         kept.append(op)
     init_ids = encoder.init_ids()
     aux = encoder.aux_ids()

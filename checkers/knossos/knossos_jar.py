@@ -69,7 +69,7 @@ def analysis(model: str, history: list[dict], time_limit: float | None = None,
         require.invoke(clojure.read(ns))
     read_edn = clojure.var("clojure.edn", "read-string")
     model_value = _model(clojure, read_edn, model, init)
-    events = read_edn.invoke(edn_format.dumps(to_edn(history)))
+    events = read_edn.invoke(edn_format.dumps(to_edn(history, model)))
     wgl = clojure.var("knossos.wgl", "analysis")
     if time_limit is not None:
         try:
@@ -91,22 +91,26 @@ def analysis(model: str, history: list[dict], time_limit: float | None = None,
 
 def _model(clojure: Any, read_edn: Any, model: str, init: Any) -> Any:
     constructor = clojure.var("knossos.model", KNOSSOS_MODELS[model])
+    if not constructor.isBound():
+        raise ValueError(f"this Knossos jar has no {KNOSSOS_MODELS[model]!r} model")
     if model in ("mutex", "set", "fifo-queue", "unordered-queue") or init is None:
         return constructor.invoke()
     return constructor.invoke(read_edn.invoke(edn_format.dumps(_keywords_in(init, keys=True))))
 
 
-def to_edn(history: list[dict]) -> list[dict]:
+def to_edn(history: list[dict], model: str = "") -> list[dict]:
     """Our events as Jepsen's: keyword keys, keyword :type and :f, keyword
-    register names and micro-op names in multi-register txns."""
+    register names and micro-op names in multi-register txns, set reads as sets."""
     out = []
     for event in history:
         op: dict[Any, Any] = {}
         for k, v in event.items():
             if k in _KEYWORD_VALUES or (k == "process" and v == NEMESIS):
                 v = Keyword(str(v))
-            elif k == "value" and event.get("f") == "txn":
+            elif k == "value" and event.get("f") == "txn" and isinstance(v, list):
                 v = [[Keyword(m[0]), _keyword(m[1]), m[2]] for m in v]
+            elif k == "value" and model == "set" and isinstance(v, list):
+                v = frozenset(v)
             op[Keyword(str(k))] = v
         out.append(op)
     return out

@@ -111,10 +111,10 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     if dry_run:
         _show_plan(spec, plan_summary(spec))
         return
-    console.print(f"chaos run: {spec.summary()}")
+    console.print(f"chaos run: {spec.summary()}", soft_wrap=True, highlight=False)
     outcome = RunLifecycle(spec, console, show_progress=not quiet).execute()
     if outcome.error:
-        console.print(f"[red]run {outcome.status}:[/] {outcome.error}", highlight=False)
+        console.print(f"[red]run {outcome.status}:[/] {outcome.error}", highlight=False, soft_wrap=True)
     code = exit_code(outcome.status, outcome.valid)
     verdict = VERDICTS.get(outcome.valid, str(outcome.valid)) if outcome.status == "complete" else outcome.status
     click.echo(f"verdict: {verdict} (exit {code})")

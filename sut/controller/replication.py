@@ -333,7 +333,8 @@ class SlaveSide:
                              point)
             await self.store.truncate(point)   # log first: a crash leaves only stale epochs
             self.truncations.append((local_end, point))
-        self.epochs.truncate_from_offset(point + 1 if point == local_end else point)
+        # Epochs starting at the point hold nothing we keep; the transfers add them back.
+        self.epochs.truncate_from_offset(point)
         self.hooks.on_confirm(min(get_field(reply, "confirm_offset", int, 0), point))
         self.log.info("following master %s from offset %d (master end %d, epoch %d)",
                       self.master_addr, point, master_end, get_field(reply, "master_epoch", int, 0))

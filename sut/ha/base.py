@@ -4,7 +4,8 @@ The broker handles requests, topics, consumer offsets and nameserver
 registration the same way in every mode; what differs is behind HAStrategy:
 
 - put(messages): append and decide when to acknowledge, with which status;
-- role / broker_id: master or slave now, and the id to register with;
+- role / broker_id / ready / replicating: master or slave now, the id to
+  register with, whether to serve at all, whether replication is running;
 - confirm_offset(): the log position consumers may read up to;
 - registration() / on_registered(): what goes to the nameserver and what its
   answer to a registration or heartbeat (the master's addresses) means here;
@@ -106,6 +107,11 @@ class HAStrategy:
     @property
     def ready(self) -> bool:
         """False while the broker must not serve yet (e.g. fenced until it knows its role)."""
+        return True
+
+    @property
+    def replicating(self) -> bool:
+        """True once replication runs as configured (deployers wait for it before a run)."""
         return True
 
     @property

@@ -120,6 +120,12 @@ class MasterSlaveHA(HAStrategy):
     def role(self) -> Role:
         return Role.MASTER if self.is_master else Role.SLAVE
 
+    @property
+    def replicating(self) -> bool:
+        if not self.is_master:
+            return self.master_connected
+        return not self.sync or self._healthy_slaves() >= self.settings.in_sync_replicas - 1
+
     def registration(self) -> dict[str, Any]:
         fields = super().registration()
         if self.is_master:

@@ -37,7 +37,6 @@ final class Search {
     static final int REPORTED_PENDING = 100;
     private static final int HEAD = 0;
     private static final int FORCED = -1;
-    private static final int EARLIEST = -2;
 
     private final History h;
     private final Model model;
@@ -156,7 +155,6 @@ final class Search {
         int entry = next[HEAD];
         int alt = 0;
         boolean fresh = true;
-        boolean tryEarliest = true;
         long steps = 0;
         search:
         while (true) {
@@ -192,50 +190,9 @@ final class Search {
                     unlink(e);
                     unlink(e + 1);
                     fresh = true;
-                    tryEarliest = true;
                     entry = next[HEAD];
                     alt = 0;
                     continue search;
-                }
-            }
-            if (tryEarliest && !dead) {
-                // Try first the op whose return comes first: it must be placed
-                // before anything called after that return, and real
-                // linearization points tend to follow return order. Only the
-                // order of the walk changes; on backtrack the walk starts over.
-                tryEarliest = false;
-                int r = next[HEAD];
-                while (r != HEAD && (r & 1) == 1) {
-                    r = next[r];
-                }
-                if (r != HEAD && !h.isInfo((r - 1) >> 1)) {
-                    int op = (r - 1) >> 1;
-                    Object stepped = model.step(state, h, op);
-                    if (stepped != null && !(stepped instanceof Model.Branches)) {
-                        lin.set(bitOf[op]);
-                        long[][] snap = cache.add(ConfigCache.key(lin.hash(), stepped), stepped, lin);
-                        if (snap == null) {
-                            lin.clear(bitOf[op]);
-                        } else {
-                            bytes += lin.snapshotBytes() + ConfigCache.slotBytes();
-                            if (bytes > budget || cache.size() > maxConfigs) {
-                                return overMemory(cache, bytes, steps);
-                            }
-                            noteProgress(lin.firstMissingOk(), snap, stepped, op);
-                            stackEntry[depth] = r - 1;
-                            stackState[depth] = state;
-                            stackAlt[depth] = EARLIEST;
-                            depth++;
-                            state = stepped;
-                            unlink(r - 1);
-                            unlink(r);
-                            entry = next[HEAD];
-                            alt = 0;
-                            fresh = true;
-                            tryEarliest = true;
-                            continue;
-                        }
-                    }
                 }
             }
             if (entry == HEAD && !dead) {
@@ -260,10 +217,6 @@ final class Search {
                     relink(entry + 1);
                     relink(entry);
                 } while (alt == FORCED + 1);
-                if (alt == EARLIEST + 1) {
-                    entry = next[HEAD];  // walk this configuration from the start
-                    alt = 0;
-                }
                 continue;
             }
             Object stepped = model.step(state, h, op);
@@ -295,7 +248,6 @@ final class Search {
                     entry = next[HEAD];
                     alt = 0;
                     fresh = true;
-                    tryEarliest = true;
                     continue search;
                 }
             }
