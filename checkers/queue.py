@@ -145,8 +145,9 @@ def _first_rows(df: DataFrame, group: list[str], order: list[Column], limit: int
             .orderBy(*group, "_rank").collect())
 
 
-def order_violations(joined: DataFrame) -> DataFrame:
-    """Messages consumed after a message that was sent later than they were acknowledged."""
+def order_scan(joined: DataFrame) -> DataFrame:
+    """Consumed messages in consumption order per key; `violation` marks one consumed
+    after a message that was sent later than it was acknowledged."""
     consumed = joined.filter(F.col("id").isNotNull() & F.col("first_consumed").isNotNull())
     earlier = (Window.partitionBy("run", "msg_key")
                .orderBy("first_consumed.time", "first_consumed.index", "first_consumed.pos")
@@ -155,7 +156,8 @@ def order_violations(joined: DataFrame) -> DataFrame:
         "run", "id", "msg_key", "ok_complete", "first_consumed",
         F.max("first_invoke").over(earlier).alias("latest_earlier_send"),
         F.max_by("id", "first_invoke").over(earlier).alias("consumed_after"))
-    return scanned.filter(F.col("ok_complete") < F.col("latest_earlier_send"))
+    violation = F.coalesce(F.col("ok_complete") < F.col("latest_earlier_send"), F.lit(False))
+    return scanned.withColumn("violation", violation)
 
 
 def queue_section(totals: dict[str, int], examples: dict[str, list[dict[str, Any]]],
@@ -243,21 +245,20 @@ def _order_sections(ctx: CheckContext, joined: DataFrame, runs: list[int]) -> di
     sections = {run: order_section(False, 0, 0, []) for run in runs}
     if not ordered:
         return sections
-    mine = joined.filter(F.col("run").isin(ordered))
-    violations = order_violations(mine).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        counts = {row["run"]: row["count"] for row in violations.groupBy("run").count().collect()}
-        keys = {row["run"]: row["keys"] for row in mine.groupBy("run").agg(
-            F.count_distinct("msg_key").alias("keys")).collect()}
-        examples: dict[int, list] = {run: [] for run in ordered}
-        for row in _first_rows(violations, ["run"], [F.col("first_consumed")], ORDER_EXAMPLES):
-            examples[row["run"]].append({
-                "key": row["msg_key"], "id": row["id"], "consumed_after": row["consumed_after"],
-                "acknowledged_s": row["ok_complete"] / 1e9,
-                "later_send_s": row["latest_earlier_send"] / 1e9,
-                "consumed_s": row["first_consumed"]["time"] / 1e9})
-    finally:
-        violations.unpersist()
-    sections.update({run: order_section(True, counts.get(run, 0), keys.get(run, 0), examples[run])
-                     for run in ordered})
+    scanned = order_scan(joined.filter(F.col("run").isin(ordered)))
+    counts = {row["run"]: row for row in scanned.groupBy("run").agg(
+        _count_if(F.col("violation")).alias("violations"),
+        F.count_distinct("msg_key").alias("keys")).collect()}
+    examples: dict[int, list] = {run: [] for run in ordered}
+    violations = scanned.filter("violation")
+    for row in _first_rows(violations, ["run"], [F.col("first_consumed")], ORDER_EXAMPLES):
+        examples[row["run"]].append({
+            "key": row["msg_key"], "id": row["id"], "consumed_after": row["consumed_after"],
+            "acknowledged_s": row["ok_complete"] / 1e9,
+            "later_send_s": row["latest_earlier_send"] / 1e9,
+            "consumed_s": row["first_consumed"]["time"] / 1e9})
+    for run in ordered:
+        found = counts.get(run)
+        sections[run] = order_section(True, found["violations"] if found else 0,
+                                      found["keys"] if found else 0, examples[run])
     return sections

@@ -57,6 +57,10 @@ def _fault_events(events: DataFrame, n_runs: int) -> list[list[FaultEvent]]:
     return per_run
 
 
+def _count_if(condition: Column) -> Column:
+    return F.sum(F.when(condition, 1).otherwise(0))
+
+
 def _next(column: str, window: Window) -> Column:
     return F.lead(column).over(window)
 
@@ -116,14 +120,27 @@ def _bucket() -> Column:
     return F.floor(F.col("invoke_time") / BUCKET_NS).cast("long")
 
 
-def _bucket_offsets(spark: SparkSession, ops: DataFrame) -> DataFrame:
+def census(paired: DataFrame, n_runs: int) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """One pass over the paired rows: operations per (run, second of invoke time), and
+    problem rows per run."""
+    rows = (paired.groupBy("run", F.when(F.col("is_op"), _bucket()).alias("bucket"))
+            .agg(_count_if(F.col("is_op")).alias("ops"),
+                 _count_if(F.col("problem").isNotNull()).alias("problems"))
+            .collect())
+    problems = [0] * n_runs
+    for row in rows:
+        problems[row["run"]] += row["problems"]
+    buckets = sorted((r["run"], r["bucket"], r["ops"]) for r in rows if r["ops"])
+    return buckets, problems
+
+
+def _bucket_offsets(spark: SparkSession, buckets: list[tuple[int, int, int]]) -> DataFrame:
     """Per (run, second of invoke time): how many operations come before it."""
-    counts = ops.groupBy("run", _bucket().alias("bucket")).count().collect()
     offsets, seen = [], {}
-    for row in sorted(counts, key=lambda r: (r["run"], r["bucket"])):
-        base = seen.get(row["run"], 0)
-        offsets.append((row["run"], row["bucket"], base))
-        seen[row["run"]] = base + row["count"]
+    for run, bucket, count in buckets:
+        base = seen.get(run, 0)
+        offsets.append((run, bucket, base))
+        seen[run] = base + count
     return spark.createDataFrame(offsets, "o_run int, o_bucket long, base long")
 
 
@@ -137,9 +154,10 @@ def _tag_faults(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWin
     return joined.withColumn("faults", F.coalesce("ids", F.array().cast("array<int>")))
 
 
-def index_history(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWindow]]) -> DataFrame:
-    """Tag faults and number operations by invoke time within each run."""
-    offsets = F.broadcast(_bucket_offsets(spark, ops))
+def index_history(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWindow]],
+                  buckets: list[tuple[int, int, int]]) -> DataFrame:
+    """Tag faults and number operations by invoke time within each run (`buckets`: census)."""
+    offsets = F.broadcast(_bucket_offsets(spark, buckets))
     tagged = (_tag_faults(spark, ops, windows).withColumn("bucket", _bucket())
               .join(offsets, (F.col("run") == F.col("o_run")) & (F.col("bucket") == F.col("o_bucket"))))
     in_bucket = Window.partitionBy("run", "bucket").orderBy("invoke_time", "seq")
@@ -153,15 +171,10 @@ def _empty_history(spark: SparkSession) -> DataFrame:
 
 
 def _malformed(lines: DataFrame, paired: DataFrame, staging: Staging,
-               n_runs: int) -> tuple[list[int], list[list[dict[str, Any]]]]:
-    """Locate and stage the problem rows; return counts and first examples per run."""
+               n_runs: int) -> list[list[dict[str, Any]]]:
+    """Locate and stage the problem rows; return the first examples of each run."""
     problems = paired.filter(F.col("problem").isNotNull())
-    counts = [0] * n_runs
-    for row in problems.groupBy("run").count().collect():
-        counts[row["run"]] = row["count"]
     examples: list[list[dict[str, Any]]] = [[] for _ in range(n_runs)]
-    if not any(counts):
-        return counts, examples
     rows = problems.select("run", F.col("line_seq").alias("seq"), F.col("problem").alias("reason"))
     staging.write(locate_lines(lines, rows), "malformed")
     first = Window.partitionBy("run").orderBy("file", "line")
@@ -169,7 +182,7 @@ def _malformed(lines: DataFrame, paired: DataFrame, staging: Staging,
                 .filter(F.col("rank") <= MALFORMED_EXAMPLES).orderBy("run", "rank").collect()):
         examples[row["run"]].append(
             {"file": row["file"], "line": row["line"], "reason": row["reason"], "text": row["text"]})
-    return counts, examples
+    return examples
 
 
 def reconstruct(spark: SparkSession, run_dirs: list[Path], staging: Staging) -> Reconstruction:
@@ -185,6 +198,7 @@ def reconstruct(spark: SparkSession, run_dirs: list[Path], staging: Staging) -> 
     windows = [w for w, _ in found]
     staging.write(pair(events), "paired")
     paired = staging.read("paired")
-    counts, examples = _malformed(lines, paired, staging, n_runs)
-    staging.write(index_history(spark, paired.filter("is_op"), windows), "history")
-    return Reconstruction(staging.read("history"), windows, [p for _, p in found], counts, examples)
+    buckets, problems = census(paired, n_runs)
+    examples = _malformed(lines, paired, staging, n_runs) if any(problems) else [[] for _ in run_dirs]
+    staging.write(index_history(spark, paired.filter("is_op"), windows, buckets), "history")
+    return Reconstruction(staging.read("history"), windows, [p for _, p in found], problems, examples)

@@ -1,7 +1,8 @@
 """One run, end to end (DESIGN.md section 3): the lifecycle behind `chaos run`.
 
-    cluster -> deploy -> workload + fault schedule -> heal -> recovery ->
-    drain -> collect logs -> stop -> checkers -> report -> run.json
+    cluster -> deploy -> workload + fault schedule -> heal -> workload goes on
+    for the recovery period -> final phase (drain) -> collect logs -> stop ->
+    checkers -> report -> run.json
 
 Everything the run does is written under its run directory as it happens,
 so a run cut short still leaves what it recorded. Faults are healed whatever
@@ -39,7 +40,7 @@ from harness.store import RunDir, Store, new_campaign_id, slug, write_json
 from inventory import Inventory, InventoryError, Pool, load, netns
 from sut.deploy import DeployError, Deployer
 from sut.profiles import get as get_profile
-from workloads.base import Workload
+from workloads.base import Workload, run_together
 from workloads.clients import Endpoints
 from workloads.generator import GeneratorSpec, plan
 from workloads.history import Clock, EventLog
@@ -68,14 +69,15 @@ def fault_schedule(spec: RunSpec, fault_specs: list[faults.FaultSpec] | None = N
 
 
 def operation_plan(spec: RunSpec, workload: Workload | None = None):
+    """The workload runs through the faults (--time) and the recovery after them."""
     workload = workload or make_workload(spec)
     return plan(GeneratorSpec(seed=spec.seed, rate=spec.rate, concurrency=spec.concurrency,
-                              duration=spec.time), workload)
+                              duration=spec.time + spec.recovery), workload)
 
 
-def plan_summary(spec: RunSpec) -> dict[str, Any]:
+def plan_summary(spec: RunSpec, ops: list | None = None) -> dict[str, Any]:
     """Counts and digests of the operation and fault schedules (same seed, same digests)."""
-    ops = operation_plan(spec)
+    ops = operation_plan(spec) if ops is None else ops
     op_text = json.dumps([[op.at, op.worker, op.f, op.key, op.value] for op in ops], sort_keys=True)
     # An event's seed picks its targets when it starts: part of "the same faults".
     schedule = [{"offset_s": ev.offset, "fault": ev.fault.label(), "phase": ev.phase, "window": ev.window,
@@ -142,18 +144,25 @@ class RunRecord:
     def save(self) -> None:
         write_json(self.run.run_json, self.as_json())
 
+    def phase_start(self, name: str) -> None:
+        self.phases[name] = {"start_s": round(time.time() - self.started, 3)}
+        self.save()
+
+    def phase_end(self, name: str) -> None:
+        """Close a phase once (later calls keep the first end)."""
+        if name in self.phases and "end_s" not in self.phases[name]:
+            self.phases[name]["end_s"] = round(time.time() - self.started, 3)
+            self.save()
+
     @contextlib.contextmanager
     def phase(self, name: str, progress: "LiveStatus | None" = None) -> Iterator[None]:
         if progress is not None:
             progress.phase = name
-        begin = time.time() - self.started
-        self.phases[name] = {"start_s": round(begin, 3)}
-        self.save()
+        self.phase_start(name)
         try:
             yield
         finally:
-            self.phases[name]["end_s"] = round(time.time() - self.started, 3)
-            self.save()
+            self.phase_end(name)
 
 
 @dataclass
@@ -279,7 +288,9 @@ class RunLifecycle:
         self.run = self.store.new_run(self.campaign_id, run_id or default_run_id(spec))
         self.record = RunRecord(spec, self.run, self.campaign_id)
         self.status = LiveStatus(spec)
-        self.record.summary = plan_summary(spec)
+        self.workload = make_workload(spec)
+        self.ops = operation_plan(spec, self.workload)
+        self.record.summary = plan_summary(spec, self.ops)
 
     def execute(self) -> RunOutcome:
         write_json(self.store.campaign_dir(self.campaign_id) / "campaign.json",
@@ -353,8 +364,7 @@ class RunLifecycle:
     async def _drive(self, pool: Pool, inventory: Inventory, deployer: Deployer, journal: nuclei.Journal,
                      fault_specs: list[faults.FaultSpec]) -> None:
         """Workload and fault schedule together; then heal, recover, drain."""
-        spec = self.spec
-        workload = make_workload(spec)
+        spec, workload = self.spec, self.workload
         endpoints = endpoints_of(deployer)
         names = {node.host: node.name for node in inventory.nodes}
 
@@ -386,17 +396,31 @@ class RunLifecycle:
         try:
             with self.record.phase("setup", self.status):
                 await run.setup()
-            with self.record.phase("main", self.status):
-                fault_task = asyncio.ensure_future(
-                    asyncio.to_thread(faults.run_schedule, ctx, schedule, stop, on_change))
-                try:
-                    await run.main_phase(operation_plan(spec, workload), spec.time)
-                finally:
-                    stop.set()
-                    with self.record.phase("heal-faults", None), deferred_sigint(self.console):
-                        await asyncio.shield(fault_task)
-            with self.record.phase("recovery", self.status):
-                await asyncio.sleep(spec.recovery)
+            self.record.phase_start("main")
+            self.status.phase = "main"
+            fault_task = asyncio.ensure_future(
+                asyncio.to_thread(faults.run_schedule, ctx, schedule, stop, on_change))
+
+            main_ends = time.monotonic() + spec.time
+
+            async def faults_then_recovery() -> None:
+                # The schedule ends within --time and heals; the workload goes on
+                # for --recovery seconds more, so recovery is measured, not assumed.
+                await asyncio.shield(fault_task)
+                await asyncio.sleep(max(0.0, main_ends - time.monotonic()))
+                self.record.phase_end("main")
+                self.record.phase_start("recovery")
+                self.status.phase = "recovery"
+
+            try:
+                await run_together([run.main_phase(self.ops, spec.time + spec.recovery),
+                                    faults_then_recovery()])
+            finally:
+                stop.set()
+                with deferred_sigint(self.console):
+                    await asyncio.shield(fault_task)  # healed, also when cut short
+                self.record.phase_end("main")
+                self.record.phase_end("recovery")
             with self.record.phase("final", self.status):
                 await run.final_phase()
                 if run.final_timed_out:

@@ -77,7 +77,7 @@ class RunSpec(BaseModel):
     rate: float = Field(20.0, gt=0, description="operations per second, all clients together")
     concurrency: int = Field(6, ge=1, le=512, description="logical client processes")
     interval: float = Field(15.0, gt=0, description="seconds of quiet before each fault, and of each fault")
-    recovery: float = Field(15.0, ge=0, description="seconds to wait after healing")
+    recovery: float = Field(15.0, ge=0, description="seconds the workload goes on after the faults are healed")
     seed: int = Field(default_factory=lambda: random.randrange(2**31))
     nodes: int | None = Field(None, ge=1, le=32)
     inventory: Path | None = None

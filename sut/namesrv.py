@@ -271,7 +271,7 @@ class NameServer(Service):
 
     def _on_status(self, cmd: Command) -> Command:
         return cmd.reply(RC.SUCCESS, {"role": "namesrv", "name": f"{self.config.host}:{self.config.port}",
-                                      "ready": True, "brokers": len(self.table.live)})
+                                      "ready": True, "is_leader": False, "brokers": len(self.table.live)})
 
     async def _scan_loop(self) -> None:
         timeout = self.config.broker_timeout_ms / 1000

@@ -6,8 +6,6 @@ import signal
 import threading
 from collections import Counter
 
-import pytest
-
 from sut.local import LocalCluster
 from sut.raft.localgroup import LocalGroup
 from workloads.base import WorkloadOptions

@@ -13,9 +13,9 @@ producer per shard key). A worker that falls behind (a slow, timed-out call)
 starts its next operation as soon as it is free; operations still unstarted
 when the main phase ends are dropped, never invoked.
 
-Values come from the workload's `plan_op`, called with a random generator
-seeded from (seed, workload name, operation index), so one operation's value
-does not depend on how many random numbers an earlier one drew.
+Values come from the workload's `plan_op`, called in operation order with
+one random generator seeded from (seed, workload name), separate from the
+arrivals' generator: timing and values do not disturb each other.
 """
 from __future__ import annotations
 
@@ -66,11 +66,6 @@ class Planner(Protocol):
         ...
 
 
-def op_rng(seed: int, name: str, index: int) -> random.Random:
-    """A generator for one operation: independent of every other operation's draws."""
-    return random.Random(f"{seed}:{name}:op:{index}")
-
-
 def arrival_offsets(spec: GeneratorSpec, name: str) -> list[int]:
     """Planned start offsets (ns) of all operations of the main phase, in order."""
     rng = random.Random(f"{spec.seed}:{name}:arrivals")
@@ -86,11 +81,11 @@ def arrival_offsets(spec: GeneratorSpec, name: str) -> list[int]:
 
 def plan(spec: GeneratorSpec, planner: Planner) -> list[PlannedOp]:
     """The main phase's operation schedule; the same (seed, spec) gives the same list."""
+    values = random.Random(f"{spec.seed}:{planner.name}:values")
     ops = []
     for index, at in enumerate(arrival_offsets(spec, planner.name)):
         worker = index % spec.concurrency
-        f, key, value = planner.plan_op(op_rng(spec.seed, planner.name, index), index, worker,
-                                        spec.concurrency)
+        f, key, value = planner.plan_op(values, index, worker, spec.concurrency)
         ops.append(PlannedOp(index, at, worker, f, key, value))
     return ops
 

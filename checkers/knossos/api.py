@@ -34,7 +34,7 @@ def analysis(model: str, history: Iterable[dict], time_limit: float | None = DEF
     (0: only the memory guard). `engine="knossos"` runs a Knossos jar named by
     KNOSSOS_JAR instead (Knossos always reads nil as unknown).
     """
-    if engine == "jvm":
+    if engine in ("jvm", "knossos"):
         jvm.engine()  # JVM start-up is reported by jvm.startup_seconds(), not as check time
     started = time.perf_counter()
     history = list(history)

@@ -60,10 +60,10 @@ def analysis(model: str, history: list[dict], time_limit: float | None = None,
     jvm.engine()
     try:
         clojure = jpype.JClass("clojure.java.api.Clojure")
-    except Exception:
+    except Exception as err:
         raise jvm.EngineUnavailable(
-            "Knossos is not on the JVM's classpath: set KNOSSOS_JAR before the first check "
-            "in this process") from None
+            f"cannot load Clojure from KNOSSOS_JAR ({err}); is it a standalone jar, and was "
+            "KNOSSOS_JAR set before the first check in this process?") from None
     require = clojure.var("clojure.core", "require")
     for ns in ("clojure.edn", "knossos.model", "knossos.wgl"):
         require.invoke(clojure.read(ns))

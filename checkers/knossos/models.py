@@ -52,6 +52,11 @@ class Values:
             self.json.append(str(value) if kind is int else json_text(value))
         return found
 
+    def fresh(self, shown: Any) -> int:
+        """A new id equal to no other value (shown as `shown` in reports)."""
+        self.json.append(json_text(shown))
+        return len(self.json) - 1
+
 
 Encoded = tuple[int, list[int], "list[int] | None"]
 
@@ -240,22 +245,41 @@ class LogEncoder(Encoder):
 
     model = "log"
     ops = {"append": 0, "read": 1}
+    _read: set[int] = set()
+    _unread = -1
+
+    def relevant(self, ops: list[Operation]) -> list[Operation]:
+        """Notes which payloads some read saw. A crashed append of a payload
+        nobody read gets one shared anonymous payload: such appends differ
+        only in when they may happen, so the search can treat them as one
+        class (Search.java) instead of trying each."""
+        self._read = {self.values.id(_field_value(op.output)) for op in ops
+                      if op.ok and op.f == "read"}
+        return ops
 
     def encode(self, op: Operation) -> Encoded | None:
         if self.code(op) == 0:
             _need(op, op.input is not None, "a payload")
             offset = _field(op.output, "offset")
             known = isinstance(offset, int) and not isinstance(offset, bool)
-            return 0, [self.values.id(op.input)], [offset] if known else None
+            payload = self.values.id(op.input)
+            if not op.ok and payload not in self._read:
+                if self._unread < 0:
+                    self._unread = self.values.fresh("(a payload no read saw)")
+                payload = self._unread
+            return 0, [payload], [offset] if known else None
         offset = _field(op.input, "offset")
         _need(op, isinstance(offset, int) and not isinstance(offset, bool), 'a value {"offset": n}')
         if op.output is UNKNOWN:
             return DROP
-        payload = op.output.get("value") if isinstance(op.output, dict) else op.output
-        return 1, [offset], [self.values.id(payload)]
+        return 1, [offset], [self.values.id(_field_value(op.output))]
 
     def init_ids(self) -> list[int]:
         return [self.values.id(v) for v in (self.init or [])]
+
+
+def _field_value(output: Any) -> Any:
+    return output.get("value") if isinstance(output, dict) else output
 
 
 def _field(value: Any, name: str) -> Any:

@@ -61,14 +61,15 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
               help="Fault to inject, repeatable; options after the name, e.g. random-loss:probability=0.3 "
                    f"(list: chaos faults) [default: {', '.join(_default('faults'))}].")
 @click.option("--time", "-t", "time_s", type=float,
-              help=f"Seconds of workload with faults [default: {_default('time'):g}].")
+              help=f"Seconds of workload with the fault schedule [default: {_default('time'):g}].")
 @click.option("--rate", type=float, help=f"Operations per second, all clients [default: {_default('rate'):g}].")
 @click.option("--concurrency", "-c", type=int,
               help=f"Logical client processes [default: {_default('concurrency')}].")
 @click.option("--interval", "-i", type=float,
               help=f"Seconds of quiet before each fault, and of each fault [default: {_default('interval'):g}].")
 @click.option("--recovery", type=float,
-              help=f"Seconds to wait after healing, before the final phase [default: {_default('recovery'):g}].")
+              help="Seconds the workload goes on after the faults are healed, before the final phase "
+                   f"[default: {_default('recovery'):g}].")
 @click.option("--seed", type=int, help="Seed of the operation and fault schedules [default: random, recorded].")
 @click.option("--nodes", "-n", type=int, help="Size of the local cluster [default: the running one, else 5].")
 @click.option("--inventory", type=click.Path(path_type=Path), help="Inventory file (ssh, docker, netns).")

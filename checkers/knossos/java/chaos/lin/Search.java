@@ -22,6 +22,15 @@ import java.util.List;
  * partial-order reduction removes the branching over reads, which dominate
  * register histories with many concurrent clients.
  *
+ * A model whose states only grow (the log) may also say that a pending ok op
+ * can never happen any more; such a configuration is dropped at once.
+ *
+ * Indeterminate (info) ops with the same effect (same op code, input and
+ * output) are interchangeable: once callable they stay callable, so taking one
+ * or another leads to mirror-image searches. Each such class is taken in call
+ * order: only its earliest untaken member is tried. Crashed writes of a
+ * handful of values, crashed acquires, anonymous crashed appends all collapse.
+ *
  * Indeterminate (info) ops have their return at the end of the list, after
  * every ok return: reaching one means every ok op has been placed, so the
  * history is linearizable whether or not the remaining info ops happened.
@@ -48,6 +57,10 @@ final class Search {
     private final int[] prev;
     private final long deadline;
     private final boolean[] pure;
+    private final boolean checkHopeless;
+    private final int[] classOf;
+    private final int[] rankInClass;
+    private int[] taken;
     private LinearizedSet lin;
 
     private int bestFirstMissing = -1;
@@ -61,6 +74,7 @@ final class Search {
         this.n = h.n;
         long own = h.timeLimitNanos > 0 ? System.nanoTime() + h.timeLimitNanos : Long.MAX_VALUE;
         this.deadline = Math.min(own, batchDeadline);
+        this.checkHopeless = model.mayBeHopeless();
         this.pure = new boolean[n];
         for (int o = 0; o < n; o++) {
             pure[o] = model.isPure(h, o);
@@ -95,6 +109,64 @@ final class Search {
         this.next = new int[2 * n + 1];
         this.prev = new int[2 * n + 1];
         linkEntries(byCall, byReturn, ok);
+        this.classOf = new int[n];
+        this.rankInClass = new int[n];
+        classifyInfoOps(byCall);
+    }
+
+    /** Groups info ops by identical effect; rank = position in call order. */
+    private void classifyInfoOps(long[] byCall) {
+        java.util.HashMap<String, Integer> ids = new java.util.HashMap<>();
+        java.util.ArrayList<Integer> sizes = new java.util.ArrayList<>();
+        Arrays.fill(classOf, -1);
+        for (long c : byCall) {
+            int o = (int) c;
+            if (!h.isInfo(o)) {
+                continue;
+            }
+            StringBuilder k = new StringBuilder().append(h.f[o]).append(':');
+            for (int i = 0; i < h.inLen[o]; i++) {
+                k.append(h.in(o, i)).append(',');
+            }
+            k.append('|');
+            for (int i = 0; i < h.outLen[o]; i++) {
+                k.append(h.out(o, i)).append(',');
+            }
+            Integer id = ids.get(k.toString());
+            if (id == null) {
+                id = sizes.size();
+                ids.put(k.toString(), id);
+                sizes.add(0);
+            }
+            classOf[o] = id;
+            rankInClass[o] = sizes.get(id);
+            sizes.set(id, sizes.get(id) + 1);
+        }
+        taken = new int[sizes.size()];
+    }
+
+    /** Whether op may be tried now: ok ops always, info ops in call order within their class. */
+    private boolean mayTry(int op) {
+        int c = classOf[op];
+        return c < 0 || rankInClass[op] == taken[c];
+    }
+
+    private void lift(int callEntry) {
+        unlink(callEntry);
+        unlink(callEntry + 1);
+        int c = classOf[(callEntry - 1) >> 1];
+        if (c >= 0) {
+            taken[c]++;
+        }
+    }
+
+    private void unlift(int callEntry) {
+        relink(callEntry + 1);
+        relink(callEntry);
+        int c = classOf[(callEntry - 1) >> 1];
+        if (c >= 0) {
+            taken[c]--;
+        }
     }
 
     /** Entry 0 is the head; op o has call entry 2o+1 and return entry 2o+2. */
@@ -168,7 +240,11 @@ final class Search {
                 fresh = false;
                 for (int e = next[HEAD]; e != HEAD && (e & 1) == 1; e = next[e]) {
                     int op = (e - 1) >> 1;
-                    if (!pure[op] || model.step(state, h, op) == null) {
+                    if (checkHopeless && !h.isInfo(op) && model.hopeless(state, h, op)) {
+                        dead = true;  // a pending ok op can no longer happen
+                        break;
+                    }
+                    if (!pure[op] || !mayTry(op) || model.step(state, h, op) == null) {
                         continue;
                     }
                     lin.set(bitOf[op]);
@@ -187,8 +263,7 @@ final class Search {
                     stackState[depth] = state;
                     stackAlt[depth] = FORCED;
                     depth++;
-                    unlink(e);
-                    unlink(e + 1);
+                    lift(e);
                     fresh = true;
                     entry = next[HEAD];
                     alt = 0;
@@ -214,12 +289,11 @@ final class Search {
                     stackState[depth] = null;
                     alt = stackAlt[depth] + 1;
                     lin.clear(bitOf[(entry - 1) >> 1]);
-                    relink(entry + 1);
-                    relink(entry);
+                    unlift(entry);
                 } while (alt == FORCED + 1);
                 continue;
             }
-            Object stepped = model.step(state, h, op);
+            Object stepped = mayTry(op) ? model.step(state, h, op) : null;
             if (stepped != null) {
                 Object[] options = stepped instanceof Model.Branches
                         ? ((Model.Branches) stepped).states : null;
@@ -243,8 +317,7 @@ final class Search {
                     stackAlt[depth] = a;
                     depth++;
                     state = next2;
-                    unlink(entry);
-                    unlink(entry + 1);
+                    lift(entry);
                     entry = next[HEAD];
                     alt = 0;
                     fresh = true;

@@ -1,0 +1,244 @@
+"""Benchmark of the checker pipeline: synthetic queue histories of 1 M and 10 M events.
+
+    .venv/bin/python bench/checker_pipeline.py                 # 1 M and 10 M events
+    .venv/bin/python bench/checker_pipeline.py --events 1000000 --master 'local[2]'
+
+Each size is generated once (cached under --data, default /tmp/chaos-bench) and
+checked in a fresh process, so that memory and JIT warm-up are per size. The
+check is the real `check_runs`: reconstruction, stats, queue + order, RTO,
+perf (the queue workload has no linearizability model, so that step is a
+no-op). Printed per size: events, wall time per step, events per second, and
+peak resident memory of the whole process tree (driver Python, Spark JVM,
+Python workers), sampled every 0.2 s.
+
+The synthetic run mimics the queue workload: 96 producers and 32 consumers
+(one queue each), ~20 000 ops/s, sends:polls = 3:1, a fault window of 10 s
+every 30 s during which sends fail or time out for ~2 s, timeouts retire the
+process (Jepsen's rule), a few lost and duplicated messages, a final drain.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MS = 1_000_000
+PRODUCERS, CONSUMERS = 96, 32
+OPS_PER_SECOND = 20_000
+SEND_SHARE = 0.75
+FAULT_EVERY_S, FAULT_FOR_S, OUTAGE_S = 30, 10, 2
+TIMEOUT_MS = 1000
+PULL_BATCH = 32
+LOSS, DUPLICATE, BACKGROUND_INFO = 1e-4, 1e-4, 1e-3
+
+
+# -- generation --------------------------------------------------------------------------
+
+def _in_outage(t_ns: int) -> bool:
+    into = (t_ns / 1e9) % FAULT_EVERY_S - (FAULT_EVERY_S - FAULT_FOR_S)
+    return 0 <= into < OUTAGE_S
+
+
+def _producer(worker: int, ops: int, duration_ns: int, rng: random.Random, out, stored: list[list]) -> int:
+    """One producer's sends, written in its own time order; returns events written."""
+    process, t, gap = worker, rng.randrange(MS), duration_ns // ops
+    for n in range(ops):
+        t += rng.randrange(gap // 2, gap + gap // 2)
+        msg, queue = worker * 10_000_000 + n, rng.randrange(CONSUMERS)
+        value = f'{{"id":{msg},"shard":"s{worker}","payload":"p{n:08d}"}}'
+        out.write(f'{{"process":{process},"type":"invoke","f":"send","key":{queue},"value":{value},"time":{t}}}\n')
+        r = rng.random()
+        if _in_outage(t) and r < 0.9:
+            kind = "info" if r < 0.45 else "fail"
+        else:
+            kind = "info" if r < BACKGROUND_INFO else "ok"
+        if kind == "ok":
+            done = t + rng.randrange(MS, 5 * MS)
+            out.write(f'{{"process":{process},"type":"ok","f":"send","key":{queue},"value":'
+                      f'{{"id":{msg},"shard":"s{worker}","payload":"p{n:08d}","queue":{queue},"offset":0}},'
+                      f'"time":{done},"node":"n{queue % 5 + 1}"}}\n')
+            if rng.random() >= LOSS:
+                stored[queue].append((done, msg, worker, n))
+        else:
+            done = t + (TIMEOUT_MS * MS if kind == "info" else 2 * MS)
+            out.write(f'{{"process":{process},"type":"{kind}","f":"send","key":{queue},"value":{value},'
+                      f'"time":{done},"error":"{"timeout" if kind == "info" else "not master"}"}}\n')
+            if kind == "info":
+                process += PRODUCERS + CONSUMERS  # retired: the worker goes on as a new process
+                if rng.random() < 0.5:
+                    stored[queue].append((done, msg, worker, n))
+        t = done
+    return 2 * ops
+
+
+def _consumer(worker: int, queue: int, polls: int, duration_ns: int, rng: random.Random, out,
+              messages: list) -> int:
+    """Polls of one queue at a steady pace, then a drain until the queue is empty."""
+    process, t, gap, head, offset, written = worker, rng.randrange(MS), duration_ns // polls, 0, 0, 0
+    while head < len(messages) or t < duration_ns:
+        t += gap
+        batch = []
+        while head < len(messages) and messages[head][0] < t and len(batch) < PULL_BATCH:
+            batch.append(messages[head])
+            head += 1
+            if rng.random() < DUPLICATE:
+                batch.append(batch[-1])
+        items = []
+        for _, msg, producer, n in batch:
+            items.append(f'{{"id":{msg},"shard":"s{producer}","payload":"p{n:08d}","key":{queue},'
+                         f'"queue":{queue},"offset":{offset}}}')
+            offset += 1
+        done = t + rng.randrange(MS, 3 * MS)
+        out.write(f'{{"process":{process},"type":"invoke","f":"poll","key":{queue},'
+                  f'"value":{{"offset":{offset}}},"time":{t}}}\n')
+        out.write(f'{{"process":{process},"type":"ok","f":"poll","key":{queue},"value":[{",".join(items)}],'
+                  f'"time":{done},"node":"n{queue % 5 + 1}"}}\n')
+        t, written = done, written + 2
+    return written
+
+
+def generate(run_dir: Path, events: int, seed: int = 7) -> int:
+    """Write a synthetic queue run of about `events` events; returns the exact count."""
+    rng = random.Random(seed)
+    ops = events // 2
+    duration_ns = int(ops / OPS_PER_SECOND * 1e9)
+    history = run_dir / "history"
+    history.mkdir(parents=True, exist_ok=True)
+    stored: list[list] = [[] for _ in range(CONSUMERS)]
+    sends = int(ops * SEND_SHARE)
+    written = 0
+    for worker in range(PRODUCERS):
+        with open(history / f"producer-{worker}.jsonl", "w") as out:
+            written += _producer(worker, sends // PRODUCERS, duration_ns, rng, out, stored)
+    polls_each = max(1, (ops - sends) // CONSUMERS)
+    for queue in range(CONSUMERS):
+        messages = sorted(stored[queue])
+        stored[queue] = []
+        with open(history / f"consumer-{queue}.jsonl", "w") as out:
+            written += _consumer(PRODUCERS + queue, queue, polls_each, duration_ns, rng, out, messages)
+    with open(run_dir / "nemesis.jsonl", "w") as out:
+        for i, start in enumerate(range(FAULT_EVERY_S - FAULT_FOR_S, int(duration_ns / 1e9), FAULT_EVERY_S)):
+            fault = ("random-kill", "random-partition")[i % 2]
+            for phase, at in (("start", start), ("stop", start + FAULT_FOR_S)):
+                out.write(json.dumps({"process": "nemesis", "type": "info", "f": fault,
+                                      "value": {"phase": phase, "targets": [f"n{i % 5 + 1}"]},
+                                      "time": at * 1_000_000_000}) + "\n")
+    (run_dir / "run.json").write_text(json.dumps(
+        {"workload": "queue", "profile": "synthetic", "seed": seed, "rto_threshold_s": 5}))
+    return written
+
+
+def ensure_run(data: Path, events: int) -> tuple[Path, int]:
+    run_dir = data / f"queue-{events}"
+    marker = run_dir / "generated.json"
+    if marker.exists():
+        return run_dir, json.loads(marker.read_text())["events"]
+    started = time.perf_counter()
+    written = generate(run_dir, events)
+    marker.write_text(json.dumps({"events": written}))
+    print(f"generated {written:,} events in {time.perf_counter() - started:.0f}s -> {run_dir}", flush=True)
+    return run_dir, written
+
+
+# -- measuring ----------------------------------------------------------------------------
+
+def _tree_rss(root: int) -> int:
+    """Resident bytes of `root` and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo += children.get(pid, [])
+    return total
+
+
+class PeakMemory(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak = 0
+        self.running = True
+
+    def run(self) -> None:
+        while self.running:
+            self.peak = max(self.peak, _tree_rss(os.getpid()))
+            time.sleep(0.2)
+
+
+def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str]) -> dict:
+    """Runs in its own process: time check_runs on one run."""
+    from checkers.pipeline import check_runs
+    from checkers.session import get_spark
+
+    memory = PeakMemory()
+    memory.start()
+    started = time.perf_counter()
+    get_spark(master, conf, run_dir / "spark.log")
+    session_s = time.perf_counter() - started
+    steps: dict[str, float] = {}
+    last = [time.perf_counter(), None]
+
+    def progress(name: str) -> None:
+        now = time.perf_counter()
+        if last[1]:
+            steps[last[1]] = round(now - last[0], 1)
+        last[:] = [now, name]
+
+    started = time.perf_counter()
+    result = check_runs([run_dir], master, conf, progress=progress)[0]
+    progress("done")
+    total = time.perf_counter() - started
+    memory.running = False
+    memory.join()
+    queue = result["checkers"]["queue"]["counts"]
+    return {"events": events, "check_s": round(total, 1), "events_per_s": round(events / total),
+            "spark_start_s": round(session_s, 1), "peak_rss_gib": round(memory.peak / 2**30, 2),
+            "steps_s": steps, "valid": result["valid"],
+            "lost": queue["lost"], "duplicated": queue["duplicated"],
+            "windows": len(result["checkers"]["rto"]["windows"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--data", type=Path, default=Path("/tmp/chaos-bench"))
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    conf = dict(pair.split("=", 1) for pair in args.conf)
+    if args.one:
+        print(json.dumps(check_one(args.one, args.events[0], args.master, conf)))
+        return
+    for events in args.events:
+        run_dir, written = ensure_run(args.data, events)
+        done = subprocess.run([sys.executable, __file__, "--one", str(run_dir), "--events", str(written),
+                               "--master", args.master, *[f"--conf={c}" for c in args.conf]],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"checking {run_dir} failed:\n{done.stderr[-3000:]}")
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
