@@ -151,36 +151,43 @@ def ensure_run(data: Path, events: int) -> tuple[Path, int]:
 
 # -- measuring ----------------------------------------------------------------------------
 
-def _tree_rss(root: int) -> int:
-    """Resident bytes of `root` and all its descendants (from /proc)."""
+def _tree_usage(root: int) -> tuple[int, float]:
+    """Resident bytes and CPU seconds (own + reaped children) of `root` and its descendants."""
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
+    usage: dict[int, tuple[int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             children.setdefault(int(fields[1]), []).append(int(entry.name))
-            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            cpu = sum(int(v) for v in fields[11:15]) / tick  # utime stime cutime cstime
+            usage[int(entry.name)] = (int(fields[21]) * os.sysconf("SC_PAGE_SIZE"), cpu)
         except (OSError, IndexError, ValueError):
             continue
-    total, todo = 0, [root]
+    rss, cpu, todo = 0, 0.0, [root]
     while todo:
         pid = todo.pop()
-        total += rss.get(pid, 0)
+        rss += usage.get(pid, (0, 0.0))[0]
+        cpu += usage.get(pid, (0, 0.0))[1]
         todo += children.get(pid, [])
-    return total
+    return rss, cpu
 
 
-class PeakMemory(threading.Thread):
+class Usage(threading.Thread):
+    """Samples the process tree: peak resident memory and CPU seconds used."""
+
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peak = 0
+        self.cpu = 0.0
         self.running = True
 
     def run(self) -> None:
         while self.running:
-            self.peak = max(self.peak, _tree_rss(os.getpid()))
+            rss, cpu = _tree_usage(os.getpid())
+            self.peak, self.cpu = max(self.peak, rss), max(self.cpu, cpu)
             time.sleep(0.2)
 
 
@@ -189,8 +196,8 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str]) -> 
     from checkers.pipeline import check_runs
     from checkers.session import get_spark
 
-    memory = PeakMemory()
-    memory.start()
+    usage = Usage()
+    usage.start()
     started = time.perf_counter()
     get_spark(master, conf, run_dir / "spark.log")
     session_s = time.perf_counter() - started
@@ -203,15 +210,16 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str]) -> 
             steps[last[1]] = round(now - last[0], 1)
         last[:] = [now, name]
 
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), usage.cpu
     result = check_runs([run_dir], master, conf, progress=progress)[0]
     progress("done")
     total = time.perf_counter() - started
-    memory.running = False
-    memory.join()
+    usage.running = False
+    usage.join()
     queue = result["checkers"]["queue"]["counts"]
     return {"events": events, "check_s": round(total, 1), "events_per_s": round(events / total),
-            "spark_start_s": round(session_s, 1), "peak_rss_gib": round(memory.peak / 2**30, 2),
+            "spark_start_s": round(session_s, 1), "peak_rss_gib": round(usage.peak / 2**30, 2),
+            "cpu_s": round(usage.cpu - cpu_before), "load_avg": os.getloadavg()[0],
             "steps_s": steps, "valid": result["valid"],
             "lost": queue["lost"], "duplicated": queue["duplicated"],
             "windows": len(result["checkers"]["rto"]["windows"])}

@@ -104,6 +104,7 @@ def _fill_times(events: list[dict[str, Any]]) -> None:
 
 
 def load_history(path: Path) -> list[dict[str, Any]]:
+    """Read an EDN history file as our events (EdnError names the file)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -144,11 +145,6 @@ def dumps_history(events: Iterable[dict[str, Any]]) -> str:
     """A Jepsen EDN history: a vector with one op map per line."""
     lines = [edn_format.dumps(op_to_edn(ev, i)) for i, ev in enumerate(events)]
     return "[" + "\n ".join(lines) + "]\n"
-
-
-def strip_to_schema(ev: dict[str, Any]) -> dict[str, Any]:
-    """Our event with exactly the schema fields (what an EDN round trip can carry)."""
-    return {name: ev.get(name) for name in SCHEMA_FIELDS}
 
 
 # -- files: a run directory <-> an EDN file ------------------------------------------

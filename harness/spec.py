@@ -142,6 +142,8 @@ class RunSpec(BaseModel):
     def _consistent(self) -> "RunSpec":
         if self.nodes is not None and self.inventory is not None:
             raise ValueError("give either --nodes (local cluster) or --inventory, not both")
+        if self.ordered and self.workload != "queue":
+            raise ValueError(f"--ordered applies to the queue workload, not {self.workload}")
         needed = nodes_needed(self.profile)
         if self.nodes is not None and self.nodes < needed:
             raise ValueError(f"--nodes {self.nodes}: profile {self.profile} needs {needed} nodes")

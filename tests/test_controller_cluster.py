@@ -228,3 +228,32 @@ def test_heartbeat_timeout_and_the_masterless_scan_elect_a_master(tmp_path):
             await admin.close()
             await group.stop_all()
     run(scenario())
+
+
+def test_a_silent_controller_first_in_the_list_does_not_block_calls(tmp_path):
+    """A partitioned controller accepts nothing in time; the client must move on."""
+    async def scenario():
+        group = Group(tmp_path)
+        await group.start_all()
+        silent_conns = []
+
+        async def swallow(reader, writer):
+            silent_conns.append(writer)
+            await reader.read()  # never answers
+        silent = await asyncio.start_server(swallow, "127.0.0.1", 0)
+        address = f"127.0.0.1:{silent.sockets[0].getsockname()[1]}"
+        client = ControllerClient([address, *group.settings.controller_addrs], timeout=4.0)
+        try:
+            await eventually(group.leader, 20, "an active controller")
+            for _ in range(3):
+                reply = await client.call(Q.CONTROLLER_GET_NEXT_BROKER_ID,
+                                          {"cluster": "c", "broker_name": GROUP})
+                assert reply.code == RC.SUCCESS
+            assert client.addresses[-1] == address  # tried last from now on
+        finally:
+            await client.close()
+            for writer in silent_conns:
+                writer.close()
+            silent.close()
+            await group.stop_all()
+    run(scenario())

@@ -197,6 +197,19 @@ def test_crashed_writes_nobody_read_are_left_out_of_the_search():
     assert result["valid"] is True and result["configs-explored"] < 10
 
 
+def test_identical_crashed_writes_are_tried_as_one():
+    # 25 crashed writes of 1, each needed once later: trying them in every
+    # order would be 2^25 configurations; as interchangeable ops, a handful.
+    history = [ev(p, "invoke", "write", 1) for p in range(25)]
+    history += [ev(p, "info", "write", 1) for p in range(25)]
+    for _ in range(25):
+        history += op(100, "write", 0, 0) + op(100, "read", None, 0) + op(100, "read", None, 1)
+    result = analysis("cas-register", history, init=0, time_limit=20)
+    assert result["valid"] is True and result["configs-explored"] < 5000
+    assert analysis("cas-register", history + op(100, "write", 0, 0) + op(100, "read", None, 1),
+                    init=0, time_limit=20)["valid"] is False
+
+
 @pytest.mark.parametrize("history, message", [
     ([ev(0, "ok", "read", 1)], "event #0: ok of process 0 without an invoke"),
     ([ev(0, "invoke", "read"), ev(0, "invoke", "read")], "event #1: process 0 invoked again"),
@@ -258,3 +271,19 @@ def test_knossos_itself_gives_the_same_verdicts():
         ours = analysis("cas-register", history, init=0, nil_reads="unknown")
         theirs = analysis("cas-register", history, init=0, engine="knossos")
         assert theirs["valid"] == ours["valid"], path
+
+
+def test_a_jvm_started_by_someone_else_gets_the_engine_loaded_beside_it():
+    import subprocess
+    import sys
+    code = ("import jpype; jpype.startJVM(convertStrings=False)\n"
+            "from checkers.knossos import analysis\n"
+            "h = [{'process': 0, 'type': 'invoke', 'f': 'write', 'value': 1},"
+            " {'process': 0, 'type': 'ok', 'f': 'write', 'value': 1},"
+            " {'process': 1, 'type': 'invoke', 'f': 'read', 'value': None},"
+            " {'process': 1, 'type': 'ok', 'f': 'read', 'value': 2}]\n"
+            "print(analysis('register', h)['valid'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=str(jvm.ROOT))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"

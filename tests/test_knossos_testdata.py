@@ -85,6 +85,6 @@ def test_mutex_history_from_etcd_is_not_linearizable_at_a_double_acquire():
 
 
 def test_nil_reads_must_be_read_as_unknown_for_knossos_histories():
-    history = load_history(TESTDATA / "cas-register" / "good" / "mongodb-v0-ack-rollback-0.edn")
+    history = load_history(TESTDATA / "cas-register" / "good" / "memstress3-1.edn")
     assert analysis("cas-register", history, init=0, nil_reads="unknown")["valid"] is True
     assert analysis("cas-register", history, init=0, nil_reads="absent")["valid"] is False

@@ -1,6 +1,8 @@
 """Bad input to `chaos run` fails at once, in one line, before anything starts."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -26,6 +28,7 @@ def run_cli(*args: str):
     (["--nodes", "2", "--profile", "dledger-3"], "--nodes 2: profile dledger-3 needs 3 nodes"),
     (["--workload", "register", "--mix", "read=1,fly=2"], "unknown operation(s) fly"),
     (["--mix", "send"], "--mix send: expected op=weight pairs"),
+    (["--workload", "log", "--ordered"], "--ordered applies to the queue workload, not log"),
     (["--target", "routers"], "unknown role(s) routers"),
     (["--inventory", "/nonexistent/inv.yaml"], "inventory file /nonexistent/inv.yaml does not exist"),
 ])
@@ -77,3 +80,18 @@ def test_spec_defaults_are_valid_and_seed_is_drawn_and_recorded():
     assert spec.profile and spec.seed >= 0
     with pytest.raises(SpecError):
         build_spec({"concurrency": 0}, check_store=False)
+
+
+def test_an_unreachable_node_ends_the_run_with_one_line_and_a_record(tmp_path):
+    inventory = tmp_path / "lab.yaml"
+    inventory.write_text("name: lab\nkind: ssh\nstrict_host_keys: false\n"
+                         "nodes:\n  - {name: n1, host: 127.0.0.2, port: 1}\n")
+    result = CliRunner().invoke(cli, ["run", "--profile", "single-broker", "--fault", "noop", "--time", "5",
+                                      "--inventory", str(inventory), "--store", str(tmp_path / "store"),
+                                      "--quiet"])
+    assert result.exit_code == EXIT_ERROR, result.output
+    assert "Traceback" not in result.output
+    error_lines = [line for line in result.output.splitlines() if line.startswith("run error:")]
+    assert len(error_lines) == 1 and "n1" in error_lines[0]
+    run_json = json.loads(next((tmp_path / "store").glob("*/runs/*/run.json")).read_text())
+    assert run_json["status"] == "error" and "n1" in run_json["error"]

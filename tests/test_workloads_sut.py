@@ -89,6 +89,25 @@ def test_queue_workload_classifies_a_killed_master_and_loses_nothing_acknowledge
     assert not failed & set(consumed_ids(events))  # a definite failure never shows up
 
 
+def test_ordered_queue_consumes_each_shard_in_the_order_it_was_acknowledged(tmp_path):
+    with LocalCluster("single-broker", tmp_path / "cluster") as cluster:
+        cluster.start_all()
+        workload = QueueWorkload(WorkloadOptions(concurrency=5, queues=2, topic="wo", ordered=True))
+        events, _ = run_workload(workload, endpoints_of(cluster), tmp_path, duration=2.5, rate=60)
+    check_process_rules(events, 5)
+    sent: dict[str, list[int]] = {}
+    for ev in events:  # in completion-time order: a producer's acks come in its send order
+        if ev["f"] == "send" and ev["type"] == "ok":
+            sent.setdefault(ev["value"]["shard"], []).append(ev["value"]["id"])
+            assert ev["key"] == int(ev["value"]["shard"][1:]) % 2  # shard n -> queue n mod queues
+    got: dict[str, list[int]] = {}
+    for ev in events:
+        if ev["f"] == "poll" and ev["type"] == "ok":
+            for m in ev["value"]:
+                got.setdefault(m["shard"], []).append(m["id"])
+    assert len(sent) == workload.producers and got == sent
+
+
 def test_log_workload_reads_back_appends_at_their_offsets(tmp_path):
     with LocalCluster("single-broker", tmp_path / "cluster") as cluster:
         cluster.start_all()

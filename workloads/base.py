@@ -47,6 +47,7 @@ class Completion:
     value: Any = None
     node: str | None = None
     error: str | None = None
+    learned: Any = field(default=None, compare=False)  # for observe(); not written to the history
 
 
 class OpRunner(Protocol):
@@ -150,7 +151,7 @@ class Workload(ABC):
         """Do one operation; must not raise for SUT errors (classify them instead)."""
 
     def observe(self, worker: int, f: str, key: Any, value: Any, done: Completion) -> None:
-        """Learn from a completion (offsets seen...); called before the next op starts."""
+        """Learn from a completion once it is recorded (offsets seen...), before the worker goes on."""
 
     async def final_phase(self, run: OpRunner) -> None:
         """The final phase after healing and recovery (drain, final reads); default: none."""

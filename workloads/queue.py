@@ -21,6 +21,7 @@ polls every queue until two polls in a row find nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import string
@@ -33,6 +34,7 @@ PULL_BATCH = 32
 DRAIN_EMPTY_POLLS = 2
 DRAIN_PAUSE_S = 0.3
 FAIL_PAUSE_S = 0.5
+COMMIT_TIMEOUT_S = 1.0
 
 
 def role_counts(concurrency: int, queues: int, mix: dict[str, float]) -> tuple[int, int]:
@@ -119,11 +121,18 @@ class QueueWorkload(Workload):
             return Completion(done.type, {"offset": offset}, done.node, done.error)
         batch, next_offset = done.value
         messages = [dict(decode_message(body), key=queue, queue=queue, offset=at) for at, body in batch]
-        # The consumer's own position (one consumer per queue): where the next poll starts.
-        self.next_offset[queue] = next_offset
         if next_offset > offset:
-            await client.commit(queue, next_offset)
-        return Completion("ok", messages, done.node)
+            # Best effort and bounded: a slow commit must not turn a poll whose
+            # messages we hold into an `info` (they would go unrecorded).
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.commit(queue, next_offset), COMMIT_TIMEOUT_S)
+        return Completion("ok", messages, done.node, learned=next_offset)
+
+    def observe(self, worker: int, f: str, key: Any, value: Any, done: Completion) -> None:
+        # The consumer's own position (one consumer per queue) moves only when the
+        # poll's messages are recorded as consumed.
+        if f == "poll" and done.type == "ok":
+            self.next_offset[key] = done.learned
 
     # -- final phase -----------------------------------------------------------------------
     async def final_phase(self, run: OpRunner) -> None:

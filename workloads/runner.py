@@ -33,7 +33,6 @@ class Progress:
     def __init__(self) -> None:
         self.completions: Counter[str] = Counter()
         self.in_flight = 0
-        self.phase = "idle"
 
     def on_event(self, ev: dict[str, Any]) -> None:
         if ev["type"] == "invoke":
@@ -72,7 +71,6 @@ class WorkloadRun:
 
     async def setup(self) -> None:
         """Run the workload's setup with worker 0's client (before faults start)."""
-        self.progress.phase = "setup"
         await self.workload.setup(await self._client(0))
 
     # -- one operation -----------------------------------------------------------------
@@ -92,8 +90,8 @@ class WorkloadRun:
             raise
         except Exception as exc:  # noqa: BLE001 - an unknown client error is indeterminate
             done = Completion("info", value, error=f"client error: {type(exc).__name__}: {exc}")
-        self.workload.observe(worker, f, key, value, done)
         history.complete(done.type, done.value, done.node, done.error)
+        self.workload.observe(worker, f, key, value, done)
         if done.type == "info":
             await self._drop_client(worker)
         return done
@@ -101,7 +99,6 @@ class WorkloadRun:
     # -- phases --------------------------------------------------------------------------
     async def main_phase(self, plan: list[PlannedOp], duration: float) -> None:
         """Follow the plan for `duration` seconds from now."""
-        self.progress.phase = "main"
         start = self.clock.now()
         end = start + int(duration * NS_PER_S)
         streams = per_worker(plan, self.concurrency)
@@ -119,7 +116,6 @@ class WorkloadRun:
 
     async def final_phase(self) -> None:
         """The workload's final phase (drain, final reads), bounded by drain_timeout."""
-        self.progress.phase = "final"
         try:
             await asyncio.wait_for(self.workload.final_phase(self.run_op),
                                    self.workload.options.drain_timeout)
@@ -134,7 +130,6 @@ class WorkloadRun:
             await self._drop_client(worker)
         for log in self._logs:
             log.close()
-        self.progress.phase = "done"
 
 
 async def _close_quietly(client: Any) -> None:

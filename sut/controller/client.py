@@ -57,22 +57,27 @@ class ControllerClient:
 
     async def call(self, code: int, fields: dict[str, Any] | None = None,
                    timeout: float | None = None) -> Command:
-        """Call the active controller; any answer but NOT_LEADER is returned as is."""
-        deadline = time.monotonic() + (timeout or self.timeout)
+        """Call the active controller; any answer but NOT_LEADER is returned as is.
+
+        A try gets at most half the time, so one unreachable (partitioned)
+        controller cannot eat the whole budget; a controller that failed moves
+        to the back of the order for later calls.
+        """
+        budget = timeout or self.timeout
+        deadline = time.monotonic() + budget
+        per_try = max(0.5, budget / 2)
         order = ([self._leader] if self._leader else []) + \
             [a for a in self.addresses if a != self._leader]
         last_error = "no controller answered"
         pos = 0
-        while time.monotonic() < deadline:
+        while (left := deadline - time.monotonic()) > 0:
             address = order[pos % len(order)]
             pos += 1
-            left = deadline - time.monotonic()
             try:
-                reply = await self._client(address).call(code, fields, timeout=max(0.05, left))
+                reply = await self._client(address).call(code, fields, timeout=min(per_try, left))
             except RpcError as exc:
                 last_error = str(exc)
-                if self._leader == address:
-                    self._leader = None
+                self._demote(address)
                 if pos % len(order) == 0:
                     await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
                 continue
@@ -85,8 +90,13 @@ class ControllerClient:
                 order.insert(pos, hint)
             elif pos % len(order) == 0:
                 await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
-        raise ControllerUnavailable(f"no active controller within {timeout or self.timeout:.1f}s: "
-                                    f"{last_error}")
+        raise ControllerUnavailable(f"no active controller within {budget:.1f}s: {last_error}")
+
+    def _demote(self, address: str) -> None:
+        if self._leader == address:
+            self._leader = None
+        self.addresses.remove(address)
+        self.addresses.append(address)
 
     async def heartbeat_all(self, fields: dict[str, Any]) -> int:
         """Send a oneway heartbeat to every controller; return how many were sent."""

@@ -138,6 +138,7 @@ class Controller:
         self._lock = asyncio.Lock()
         self._connections: dict[int, Connection] = {}
         self._tasks: list[asyncio.Task] = []
+        self._elections: set[asyncio.Task] = set()  # started by connection closes
         self._addresses = dict(zip(settings.node_ids(), settings.controller_addrs))
         self._handlers: dict[int, Handler] = {
             RequestCode.PROCESS_STATUS: self._on_process_status,
@@ -169,9 +170,10 @@ class Controller:
                       self.raft.config.peers[self.node_id])
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        tasks = self._tasks + list(self._elections)
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             try:
                 await task
             except (asyncio.CancelledError, Exception):
@@ -366,8 +368,8 @@ class Controller:
         if dead:
             task = asyncio.get_running_loop().create_task(
                 self._brokers_died(dead, "its connection closed"))
-            self._tasks.append(task)
-            task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
+            self._elections.add(task)
+            task.add_done_callback(self._elections.discard)
 
     async def _brokers_died(self, dead: list[BrokerLiveInfo], why: str) -> None:
         for entry in dead:

@@ -42,25 +42,6 @@ final class LogModel implements Model {
     }
 
     @Override
-    public boolean mayBeHopeless() {
-        return true;
-    }
-
-    /** The log only grows: a known offset or a read below the end is settled for good. */
-    @Override
-    public boolean hopeless(Object state, History h, int op) {
-        IntSeq log = (IntSeq) state;
-        if (!h.outputKnown(op)) {
-            return false;
-        }
-        if (h.f[op] == 0) {
-            return h.out(op, 0) < log.size();
-        }
-        int offset = h.in(op, 0);
-        return offset >= 0 && offset < log.size() && log.get(offset) != h.out(op, 0);
-    }
-
-    @Override
     public String describe(Object state, History h) {
         return ((IntSeq) state).describe(h);
     }

@@ -29,21 +29,6 @@ interface Model {
         return false;
     }
 
-    /**
-     * Whether op can never happen, neither in this state nor in any state
-     * that follows it (the log only grows, so once it is longer than an
-     * append's offset that append is lost). A configuration with such a
-     * pending ok op is dead. Only models whose states only grow say true.
-     */
-    default boolean hopeless(Object state, History h, int op) {
-        return false;
-    }
-
-    /** Whether this model ever answers true to {@link #hopeless}. */
-    default boolean mayBeHopeless() {
-        return false;
-    }
-
     /** The state as JSON text, for the counterexample in the report. */
     String describe(Object state, History h);
 

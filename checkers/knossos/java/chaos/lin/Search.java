@@ -22,9 +22,6 @@ import java.util.List;
  * partial-order reduction removes the branching over reads, which dominate
  * register histories with many concurrent clients.
  *
- * A model whose states only grow (the log) may also say that a pending ok op
- * can never happen any more; such a configuration is dropped at once.
- *
  * Indeterminate (info) ops with the same effect (same op code, input and
  * output) are interchangeable: once callable they stay callable, so taking one
  * or another leads to mirror-image searches. Each such class is taken in call
@@ -57,7 +54,6 @@ final class Search {
     private final int[] prev;
     private final long deadline;
     private final boolean[] pure;
-    private final boolean checkHopeless;
     private final int[] classOf;
     private final int[] rankInClass;
     private int[] taken;
@@ -74,7 +70,6 @@ final class Search {
         this.n = h.n;
         long own = h.timeLimitNanos > 0 ? System.nanoTime() + h.timeLimitNanos : Long.MAX_VALUE;
         this.deadline = Math.min(own, batchDeadline);
-        this.checkHopeless = model.mayBeHopeless();
         this.pure = new boolean[n];
         for (int o = 0; o < n; o++) {
             pure[o] = model.isPure(h, o);
@@ -240,10 +235,6 @@ final class Search {
                 fresh = false;
                 for (int e = next[HEAD]; e != HEAD && (e & 1) == 1; e = next[e]) {
                     int op = (e - 1) >> 1;
-                    if (checkHopeless && !h.isInfo(op) && model.hopeless(state, h, op)) {
-                        dead = true;  // a pending ok op can no longer happen
-                        break;
-                    }
                     if (!pure[op] || !mayTry(op) || model.step(state, h, op) == null) {
                         continue;
                     }
