@@ -169,21 +169,33 @@ class NetnsGroup:
                 return ref
         return None
 
-    def move_master(self, ref) -> None:
-        for entry in nuclei.kill(self.pool, self.journal, ref):
-            nuclei.restart(self.pool, self.journal, entry, start=self.deployer.start_process,
-                           proc=ref)
+    async def move_master(self, ref) -> None:
+        """Kill the master and start it again only once another broker leads (a restarted
+        DLedger leader would otherwise win its old term's election straight back)."""
+        entries = await asyncio.to_thread(nuclei.kill, self.pool, self.journal, ref)
+
+        async def moved() -> bool:
+            other = await self.master_ref()
+            return other is not None and other.name != ref.name
+        try:
+            await wait_for(moved, 120, "another master")
+        finally:
+            for entry in entries:
+                await asyncio.to_thread(nuclei.restart, self.pool, self.journal, entry,
+                                        start=self.deployer.start_process, proc=ref)
 
 
 async def one_partition(group: NetnsGroup, producer: Producer, hosts: dict[str, str]) -> float:
-    while True:
+    for _ in range(5):
         await wait_for(group.whole, 180, "a whole group")
         await send_until_ok(producer, time.monotonic(), 60)
         ref = await group.master_ref()
         if ref is not None and ref.node != group.namesrv_node:
             break
         if ref is not None:
-            await asyncio.to_thread(group.move_master, ref)
+            await group.move_master(ref)
+    else:
+        raise RuntimeError("the master stayed on the nameserver's node after 5 moves")
     peers = [h for n, h in hosts.items() if n != ref.node]
     started = time.monotonic()
     entry = await asyncio.to_thread(nuclei.drop, group.pool, group.journal, ref.node, peers)

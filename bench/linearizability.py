@@ -11,6 +11,7 @@ Prints numbers for docs/benchmarks.md:
 
     .venv/bin/python bench/linearizability.py            # everything (~15 min)
     .venv/bin/python bench/linearizability.py --quick    # smaller grid (~3 min)
+    .venv/bin/python bench/linearizability.py --no-growth  # sections 1 and 2 (~1 min)
 """
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ def section_anchors() -> None:
               "(anchor: Porcupine 0.12-0.16 s, partitioned)")
 
 
-def section_growth(quick: bool) -> None:
+def section_growth(quick: bool, models: set[str] | None = None) -> None:
     print("\n== 3. Growth: generated histories (cas-register unless noted; time limit 30 s) ==")
     print(f"{'model':13} {'ops':>7} {'procs':>5} {'info':>5} {'keys':>4} | {'engine s':>9} "
           f"{'verdict':>8} {'configs':>9} | {'reference s':>11}")
@@ -151,6 +152,8 @@ def section_growth(quick: bool) -> None:
     grid += [("kv", sizes[-1], 50, 0.05, k) for k in (1, 10, 100)]
     grid += [("log", sizes[-1], 20, 0.05, k) for k in (1, 10, 100)]
     for model, n, procs, info, keys in grid:
+        if models and model not in models:
+            continue
         history = random_history(model, random.Random(n * procs + keys), ops=n, processes=procs,
                                  info=info, keys=keys)
         seconds, (result,) = timed(model, [history])
@@ -168,14 +171,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smaller grid")
     parser.add_argument("--rounds", type=int, default=5, help="warm passes over the test set")
+    parser.add_argument("--no-growth", action="store_true", help="sections 1 and 2 only")
+    parser.add_argument("--growth-only", help="only section 3, for these models (comma list)")
     parser.add_argument("--cold-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cold_child:
         cold_child(args.cold_child)
         return
+    if args.growth_only:
+        section_growth(args.quick, set(args.growth_only.split(",")))
+        return
     section_testdata(args.rounds)
     section_anchors()
-    section_growth(args.quick)
+    if not args.no_growth:
+        section_growth(args.quick)
 
 
 if __name__ == "__main__":

@@ -28,56 +28,73 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .context import CheckContext, RunFacts
+from .schema import QUEUE_ANOMALIES
 from .verdict import UNKNOWN
 
 POLL_ITEMS = "array<struct<id:string,key:string,queue:string,offset:long>>"
 CATEGORIES = ("lost", "duplicated", "unexpected", "recovered")
 ID_EXAMPLES = 1000  # ids listed per category in results.json; all are in checked/queue.parquet
 ORDER_EXAMPLES = 100
+_POSITIONS = 1024  # consumption order = poll completion time * _POSITIONS + position in the poll
 
 
 def _count_if(condition: Column) -> Column:
     return F.sum(F.when(condition, 1).otherwise(0))
 
 
-def send_table(history: DataFrame) -> DataFrame:
-    """Per (run, message id): send attempts, outcomes, key and times."""
-    sends = history.filter(F.col("f") == "send")
-    key = F.coalesce("key", F.get_json_object("invoke_value", "$.key"))
-    return sends.groupBy("run", F.get_json_object("invoke_value", "$.id").alias("id")).agg(
+# Per-id aggregations use only fixed-width buffers (counts, min/max of longs):
+# Spark then hash-aggregates; a string or struct buffer (first(key), min of a
+# struct) would make it sort millions of rows instead. Keys are looked up
+# afterwards for the few rows that need them.
+
+def send_rows(history: DataFrame) -> DataFrame:
+    """One row per send attempt: run, id, key, type, invoke_time, complete_time."""
+    return history.filter(F.col("f") == "send").select(
+        "run", F.get_json_object("invoke_value", "$.id").alias("id"),
+        F.coalesce("key", F.get_json_object("invoke_value", "$.key")).alias("key"),
+        "type", "invoke_time", "complete_time")
+
+
+def consumption_rows(history: DataFrame) -> DataFrame:
+    """One row per consumed item of an ok poll: run, id, key, order, spot, unreadable.
+
+    A poll whose value is not a list of messages yields one row with
+    `unreadable` set and id null, so that it is counted, not skipped.
+    """
+    polls = history.filter((F.col("f") == "poll") & (F.col("type") == "ok"))
+    parsed = polls.select("run", "complete_time", F.from_json("value", POLL_ITEMS).alias("items"))
+    items = parsed.select("run", "complete_time", F.col("items").isNull().alias("unreadable"),
+                          F.posexplode_outer("items").alias("pos", "item"))
+    return items.select(
+        "run", F.col("item.id").alias("id"), F.col("item.key").alias("key"),
+        (F.col("complete_time") * _POSITIONS + F.least("pos", F.lit(_POSITIONS - 1))).alias("order"),
+        F.xxhash64("item.queue", "item.offset").alias("spot"),
+        "unreadable", F.col("item").isNotNull().alias("has_item"))
+
+
+def send_table(sends: DataFrame) -> DataFrame:
+    """Per (run, message id): send attempts, their outcomes and times."""
+    return sends.groupBy("run", "id").agg(
         F.count(F.lit(1)).alias("sends"),
         _count_if(F.col("type") == "ok").alias("ok"),
         _count_if(F.col("type") == "info").alias("info"),
         _count_if(F.col("type") == "fail").alias("fail"),
-        F.first(key, ignorenulls=True).alias("send_key"),
         F.min("invoke_time").alias("first_invoke"),
         F.min(F.when(F.col("type") == "ok", F.col("complete_time"))).alias("ok_complete"),
     )
 
 
-def consumption_table(history: DataFrame) -> DataFrame:
-    """Per (run, message id): how often and where it was consumed, and when first.
-
-    Unreadable poll values and items without an id land in the row of id null,
-    so that they are counted instead of silently skipped.
-    """
-    polls = history.filter((F.col("f") == "poll") & (F.col("type") == "ok"))
-    parsed = polls.select("run", "index", "complete_time",
-                          F.from_json("value", POLL_ITEMS).alias("items"))
-    items = parsed.select("run", "index", "complete_time",
-                          F.col("items").isNull().alias("unreadable"),
-                          F.posexplode_outer("items").alias("pos", "item"))
-    first = F.struct(F.col("complete_time").alias("time"), F.col("index").alias("index"),
-                     F.col("pos").alias("pos"))
-    real = F.col("item.id").isNotNull()
-    return items.groupBy("run", F.col("item.id").alias("id")).agg(
+def consumption_table(items: DataFrame) -> DataFrame:
+    """Per (run, message id): how often consumed, whether always at the same place, and
+    when first; the row of id null counts unreadable polls and items without an id."""
+    real = F.col("id").isNotNull()
+    return items.groupBy("run", "id").agg(
         _count_if(real).alias("consumed"),
-        # a small set per id: one aggregation, where count_distinct would add a second one
-        F.size(F.collect_set(F.when(real, F.concat_ws(":", "item.queue", "item.offset")))).alias("offsets"),
-        F.first("item.key", ignorenulls=True).alias("consumed_key"),
-        F.min(F.when(real, first)).alias("first_consumed"),
+        F.min(F.when(real, F.col("spot"))).alias("min_spot"),
+        F.max(F.when(real, F.col("spot"))).alias("max_spot"),
+        F.min(F.when(real, F.col("order"))).alias("first_order"),
         _count_if(F.col("unreadable")).alias("unreadable_polls"),
-        _count_if(F.col("item").isNotNull() & ~real).alias("items_without_id"),
+        _count_if(F.col("has_item") & ~real).alias("items_without_id"),
     )
 
 
@@ -94,8 +111,7 @@ def classify(sends: DataFrame, consumed: DataFrame) -> DataFrame:
         F.when(has_id & F.col("sends").isNull() & (times > 0), F.lit("unexpected")),
         F.when(has_id & outcome.isin("info", "fail") & (times > 0), F.lit("recovered")),
     ))
-    return joined.select("*", outcome.alias("send_outcome"), categories.alias("categories"),
-                         F.coalesce("send_key", "consumed_key").alias("msg_key"))
+    return joined.select("*", outcome.alias("send_outcome"), categories.alias("categories"))
 
 
 def _total_columns() -> dict[str, Column]:
@@ -131,13 +147,16 @@ def _totals(joined: DataFrame, runs: list[int]) -> dict[int, dict[str, int]]:
     return totals
 
 
-def _anomalies(joined: DataFrame) -> DataFrame:
-    """One row per (id, category): the table published as checked/queue.parquet."""
-    return joined.filter(F.size("categories") > 0).select(
-        "run", F.explode("categories").alias("category"), "id", F.col("msg_key").alias("key"),
+def _anomalies(joined: DataFrame, keys: DataFrame) -> DataFrame:
+    """One row per (id, category), with its key: the table published as checked/queue.parquet."""
+    found = joined.filter(F.size("categories") > 0).select(
+        "run", F.explode("categories").alias("category"), "id",
         "sends", "send_outcome", (F.col("first_invoke") / 1e9).alias("first_send_s"),
         F.coalesce("consumed", F.lit(0)).cast("long").alias("consumed"),
-        F.coalesce("offsets", F.lit(0)).cast("long").alias("offsets"))
+        (F.col("min_spot") == F.col("max_spot")).alias("same_offset"))
+    with_key = found.join(keys, ["run", "id"], "left")
+    table = with_key.groupBy(*found.columns).agg(F.min("key").alias("key"))
+    return table.select("run", *QUEUE_ANOMALIES.fieldNames())
 
 
 def _first_rows(df: DataFrame, group: list[str], order: list[Column], limit: int) -> list[Any]:
@@ -146,15 +165,17 @@ def _first_rows(df: DataFrame, group: list[str], order: list[Column], limit: int
             .orderBy(*group, "_rank").collect())
 
 
-def order_scan(joined: DataFrame) -> DataFrame:
-    """Consumed messages in consumption order per key; `violation` marks one consumed
+def order_scan(joined: DataFrame, items: DataFrame) -> DataFrame:
+    """Messages in order of first consumption per key; `violation` marks one consumed
     after a message that was sent later than it was acknowledged."""
-    consumed = joined.filter(F.col("id").isNotNull() & F.col("first_consumed").isNotNull())
-    earlier = (Window.partitionBy("run", "msg_key")
-               .orderBy("first_consumed.time", "first_consumed.index", "first_consumed.pos")
+    first = (items.filter(F.col("id").isNotNull()).groupBy("run", "id", "key")
+             .agg(F.min("order").alias("order")))
+    sent = joined.filter(F.col("id").isNotNull() & F.col("sends").isNotNull()).select(
+        "run", "id", "first_invoke", "ok_complete")
+    earlier = (Window.partitionBy("run", "key").orderBy("order")
                .rowsBetween(Window.unboundedPreceding, -1))
-    scanned = consumed.select(
-        "run", "id", "msg_key", "ok_complete", "first_consumed",
+    scanned = first.join(sent, ["run", "id"]).select(
+        "run", "id", "key", "ok_complete", "order",
         F.max("first_invoke").over(earlier).alias("latest_earlier_send"),
         F.max_by("id", "first_invoke").over(earlier).alias("consumed_after"))
     violation = F.coalesce(F.col("ok_complete") < F.col("latest_earlier_send"), F.lit(False))
@@ -210,29 +231,38 @@ def _not_applicable(run: RunFacts) -> dict[str, Any]:
 def _example(row: Any) -> dict[str, Any]:
     return {"id": row["id"], "key": row["key"], "sends": row["sends"],
             "send_outcome": row["send_outcome"], "first_send_s": row["first_send_s"],
-            "consumed": row["consumed"], "offsets": row["offsets"]}
+            "consumed": row["consumed"], "same_offset": row["same_offset"]}
 
 
 def check(ctx: CheckContext) -> list[dict[str, Any]]:
-    """Queue and order sections of every run (non-queue runs: not applicable)."""
+    """Queue and order sections of every run (non-queue runs: not applicable).
+
+    Send attempts and consumed items are staged once (the poll values are
+    parsed once); the per-id join is kept in memory for the three passes over it.
+    """
     queue_runs = ctx.runs_where(lambda r: r.workload == "queue")
     queue = {r.index: _not_applicable(r) for r in ctx.runs}
     order = {r.index: _not_applicable(r) for r in ctx.runs}
     if queue_runs:
         history = ctx.history_of(queue_runs)
-        joined = classify(send_table(history), consumption_table(history)).persist(
+        ctx.staging.write(send_rows(history), "queue_sends")
+        ctx.staging.write(consumption_rows(history), "queue_items")
+        sends, items = ctx.staging.read("queue_sends"), ctx.staging.read("queue_items")
+        joined = classify(send_table(sends), consumption_table(items)).persist(
             StorageLevel.MEMORY_AND_DISK)
         try:
-            queue.update(_queue_sections(ctx, joined, queue_runs))
-            order.update(_order_sections(ctx, joined, queue_runs))
+            keys = sends.select("run", "id", "key").unionByName(items.select("run", "id", "key"))
+            queue.update(_queue_sections(ctx, joined, keys, queue_runs))
+            order.update(_order_sections(ctx, joined, items, queue_runs))
         finally:
             joined.unpersist()
     return [{"queue": queue[r.index], "order": order[r.index]} for r in ctx.runs]
 
 
-def _queue_sections(ctx: CheckContext, joined: DataFrame, runs: list[int]) -> dict[int, dict]:
+def _queue_sections(ctx: CheckContext, joined: DataFrame, keys: DataFrame,
+                    runs: list[int]) -> dict[int, dict]:
     totals = _totals(joined, runs)
-    ctx.staging.write(_anomalies(joined), "queue")
+    ctx.staging.write(_anomalies(joined, keys), "queue")
     examples: dict[int, dict[str, list]] = {run: {} for run in runs}
     order = [F.col("first_send_s").asc_nulls_last(), F.col("id")]
     for row in _first_rows(ctx.staging.read("queue"), ["run", "category"], order, ID_EXAMPLES):
@@ -241,23 +271,24 @@ def _queue_sections(ctx: CheckContext, joined: DataFrame, runs: list[int]) -> di
                                ctx.runs[run].spec.tolerates_duplicates) for run in runs}
 
 
-def _order_sections(ctx: CheckContext, joined: DataFrame, runs: list[int]) -> dict[int, dict]:
+def _order_sections(ctx: CheckContext, joined: DataFrame, items: DataFrame,
+                    runs: list[int]) -> dict[int, dict]:
     ordered = [run for run in runs if ctx.runs[run].spec.ordered]
     sections = {run: order_section(False, 0, 0, []) for run in runs}
     if not ordered:
         return sections
-    scanned = order_scan(joined.filter(F.col("run").isin(ordered)))
+    scanned = order_scan(joined.filter(F.col("run").isin(ordered)),
+                         items.filter(F.col("run").isin(ordered)))
     counts = {row["run"]: row for row in scanned.groupBy("run").agg(
         _count_if(F.col("violation")).alias("violations"),
-        F.count_distinct("msg_key").alias("keys")).collect()}
+        F.count_distinct("key").alias("keys")).collect()}
     examples: dict[int, list] = {run: [] for run in ordered}
-    violations = scanned.filter("violation")
-    for row in _first_rows(violations, ["run"], [F.col("first_consumed")], ORDER_EXAMPLES):
+    for row in _first_rows(scanned.filter("violation"), ["run"], [F.col("order")], ORDER_EXAMPLES):
         examples[row["run"]].append({
-            "key": row["msg_key"], "id": row["id"], "consumed_after": row["consumed_after"],
+            "key": row["key"], "id": row["id"], "consumed_after": row["consumed_after"],
             "acknowledged_s": row["ok_complete"] / 1e9,
             "later_send_s": row["latest_earlier_send"] / 1e9,
-            "consumed_s": row["first_consumed"]["time"] / 1e9})
+            "consumed_s": row["order"] // _POSITIONS / 1e9})
     for run in ordered:
         found = counts.get(run)
         sections[run] = order_section(True, found["violations"] if found else 0,

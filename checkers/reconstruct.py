@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from .ops import INVOKE, OUTCOMES
-from .parse import HISTORY, NEMESIS, locate_lines, parse, read_lines, run_files
+from .parse import HISTORY, NEMESIS, RawFile, locate_lines, parse, read_lines, run_files
 from .schema import HISTORY as HISTORY_SCHEMA
 from .staging import Staging
 from .windows import FaultEvent, FaultWindow, fault_windows, segments
@@ -44,11 +44,19 @@ class Reconstruction:
     malformed_examples: list[list[dict[str, Any]]] = field(default_factory=list)
 
 
-def _fault_events(events: DataFrame, n_runs: int) -> list[list[FaultEvent]]:
-    """The valid nemesis events of every run (a few per run: collected)."""
-    rows = (events.filter((F.col("kind") == NEMESIS) & F.col("problem").isNull())
-            .select("run", "seq", "f", "time", "value").collect())
+def _fault_events(spark: SparkSession, files: list[RawFile], n_runs: int) -> list[list[FaultEvent]]:
+    """The valid nemesis events of every run (a few per run: collected).
+
+    A scan of the nemesis files alone: filtering the scan of all files would
+    not skip the client histories (nothing is pushed below the line numbering).
+    Invalid lines are reported by the main pass, not here.
+    """
     per_run: list[list[FaultEvent]] = [[] for _ in range(n_runs)]
+    lines = read_lines(spark, [f for f in files if f.kind == NEMESIS])
+    if lines is None:
+        return per_run
+    rows = (parse(lines).filter(F.col("problem").isNull())
+            .select("run", "seq", "f", "time", "value").collect())
     for row in rows:
         value = json.loads(row["value"]) if row["value"] else {}
         per_run[row["run"]].append(FaultEvent(
@@ -194,7 +202,7 @@ def reconstruct(spark: SparkSession, run_dirs: list[Path], staging: Staging) -> 
         return Reconstruction(_empty_history(spark), [[] for _ in run_dirs],
                               [[] for _ in run_dirs], [0] * n_runs, [[] for _ in run_dirs])
     events = parse(lines)
-    found = [fault_windows(evs) for evs in _fault_events(events, n_runs)]
+    found = [fault_windows(evs) for evs in _fault_events(spark, files, n_runs)]
     windows = [w for w, _ in found]
     staging.write(pair(events), "paired")
     paired = staging.read("paired")

@@ -53,5 +53,5 @@ QUEUE_ANOMALIES = T.StructType([
     T.StructField("send_outcome", T.StringType()),
     T.StructField("first_send_s", T.DoubleType()),
     T.StructField("consumed", T.LongType()),
-    T.StructField("offsets", T.LongType()),
+    T.StructField("same_offset", T.BooleanType()),
 ])

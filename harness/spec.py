@@ -70,7 +70,7 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
-    profile: str = "dledger-3"
+    profile: str = "controller-3"
     workload: str = "queue"
     faults: tuple[str, ...] = ("random-kill",)
     time: float = Field(60.0, gt=0, description="seconds of workload + faults (main phase)")

@@ -78,7 +78,8 @@ def assert_store_layout(run_dir: Path, store: Path, concurrency: int) -> None:
 @pytest.mark.parametrize("profile", SAFE_PROFILES)
 def test_a_queue_run_with_random_kill_on_a_safe_profile_loses_no_acknowledged_message(cluster, tmp_path, profile):
     store = tmp_path / "store"
-    outcome = chaos_run(cluster, store, profile=profile, faults=["random-kill"])
+    # random-kill alone may only ever hit followers; every second window kills the leader.
+    outcome = chaos_run(cluster, store, profile=profile, faults=["random-kill", "leader-kill"])
     assert outcome.status == "complete", outcome.error
     assert_store_layout(outcome.run.path, store, concurrency=6)
     acked, consumed = acked_and_consumed(outcome.run.path)
@@ -86,8 +87,9 @@ def test_a_queue_run_with_random_kill_on_a_safe_profile_loses_no_acknowledged_me
     assert acked <= consumed
     queue = json.loads((outcome.run.path / "results.json").read_text())["checkers"]["queue"]
     assert queue["counts"]["lost"] == 0 and queue["counts"]["acknowledged"] == len(acked)
-    nemesis = read_events(outcome.run.path / "nemesis.jsonl")
-    assert any(ev["value"]["targets"] for ev in nemesis if ev["value"]["phase"] == "start")
+    starts = [ev for ev in read_events(outcome.run.path / "nemesis.jsonl") if ev["value"]["phase"] == "start"]
+    assert [ev["f"] for ev in starts] == ["random-kill", "leader-kill"] * (len(starts) // 2)
+    assert all(ev["value"]["targets"] for ev in starts)
 
 
 def test_master_kills_on_master_slave_async_may_lose_and_the_history_names_the_messages(cluster, tmp_path):

@@ -26,7 +26,7 @@ def run_cli(*args: str):
     (["--workload", "register", "--profile", "master-slave-sync"],
      "workload register needs a profile with a Raft key-value store"),
     (["--nodes", "2", "--profile", "dledger-3"], "--nodes 2: profile dledger-3 needs 3 nodes"),
-    (["--workload", "register", "--mix", "read=1,fly=2"], "unknown operation(s) fly"),
+    (["--workload", "register", "--profile", "dledger-3", "--mix", "read=1,fly=2"], "unknown operation(s) fly"),
     (["--mix", "send"], "--mix send: expected op=weight pairs"),
     (["--workload", "log", "--ordered"], "--ordered applies to the queue workload, not log"),
     (["--target", "routers"], "unknown role(s) routers"),

@@ -55,16 +55,25 @@ def analysis(model: str, history: Iterable[dict], time_limit: float | None = DEF
 
 def analyze_batch(model: str, histories: list[list[dict]], time_limit: float | None = DEFAULT_TIME_LIMIT,
                   init: Any = None, max_configs: int = 0, nil_reads: str = "absent") -> list[dict]:
-    """`analysis` of many histories in one JVM call: each gets its own time limit."""
+    """`analysis` of many histories with few JVM calls: histories that are
+    one part each go in one call (each with its own time limit); a history
+    split into parts gets a call of its own, its parts sharing the limit."""
     jvm.engine()
     started = time.perf_counter()
     all_parts = [partitions(model, h, init) for h in histories]
-    flat = [p for parts in all_parts for p in parts]
-    results = iter(_check_parts(model, flat, time_limit, max_configs, nil_reads,
-                                shared_deadline=False))
+    single = [i for i, parts in enumerate(all_parts) if len(parts) == 1]
+    verdicts: dict[int, list[dict]] = {}
+    flat = [all_parts[i][0] for i in single]
+    for i, r in zip(single, _check_parts(model, flat, time_limit, max_configs, nil_reads,
+                                         shared_deadline=False)):
+        verdicts[i] = [r]
+    for i, parts in enumerate(all_parts):
+        if i not in verdicts:
+            verdicts[i] = _check_parts(model, parts, time_limit, max_configs, nil_reads,
+                                       shared_deadline=True)
     out = []
-    for parts in all_parts:
-        merged = merge([(label, next(results)) for label, _, _ in parts])
+    for i, parts in enumerate(all_parts):
+        merged = merge([(label, r) for (label, _, _), r in zip(parts, verdicts[i])])
         merged["partitions"] = len(parts)
         out.append(merged)
     for r in out:
