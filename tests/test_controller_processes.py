@@ -297,9 +297,10 @@ def test_a_learner_replicates_but_never_joins_the_sync_state_set(tmp_path):
         c.start("namesrv")
         for name in ("controller-0", "controller-1", "controller-2", "broker-a-0"):
             c.start(name)
-        wait_until(lambda: current_master(c) == "broker-a-0", 30, "broker-a-0 as master")
+        wait_until(lambda: current_master(c) == "broker-a-0", 60, "broker-a-0 as master")
         c.start("broker-a-1")
         c.start("broker-a-2")  # joins late: a new broker that must catch up
+        c.wait_ready(["broker-a-1", "broker-a-2"], timeout=60)
         acked = send_many(c, 16, "learner")
         end = status(c, "broker-a-0")["max_offset"]
         wait_until(lambda: status(c, "broker-a-2")["max_offset"] == end, 30, "the learner to catch up")

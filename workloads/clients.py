@@ -111,6 +111,20 @@ class BrokerClient:
         await self.consumer.close()
 
 
+class OnTopic:
+    """For workloads on the broker (queue, log): a BrokerClient per worker, and the
+    topic with `--queues` queues created before the faults start."""
+
+    options: Any
+
+    def client(self, endpoints: Endpoints, node_names: dict[str, str] | None = None) -> BrokerClient:
+        return BrokerClient(endpoints, self.options.topic, self.options.group, self.options.op_timeout,
+                            node_names)
+
+    async def setup(self, client: BrokerClient) -> None:
+        await client.create_topic(self.options.queues)
+
+
 class RegisterClient:
     """read / write / cas on the Raft KV store, classified into Completions."""
 

@@ -19,14 +19,14 @@ import random
 from typing import Any
 
 from workloads.base import Completion, OpRunner, Workload, WorkloadOptions, spread, weighted_choice
-from workloads.clients import BrokerClient, Endpoints
+from workloads.clients import OnTopic
 from workloads.generator import PlannedOp
 
 LOOKBACK_MEAN = 4.0
 READ_PAST_END = 3
 
 
-class LogWorkload(Workload):
+class LogWorkload(OnTopic, Workload):
     name = "log"
     description = "append to queues and read recent offsets back; checked with the log model"
     default_mix = {"append": 1.0, "read": 1.0}
@@ -42,13 +42,6 @@ class LogWorkload(Workload):
         if f == "append":
             return "append", queue, index
         return "read", queue, {"lookback": int(rng.expovariate(1 / LOOKBACK_MEAN)) - 1}
-
-    def client(self, endpoints: Endpoints, node_names: dict[str, str] | None = None) -> BrokerClient:
-        return BrokerClient(endpoints, self.options.topic, self.options.group, self.options.op_timeout,
-                            node_names)
-
-    async def setup(self, client: Any) -> None:
-        await client.create_topic(self.options.queues)
 
     def prepare(self, op: PlannedOp) -> tuple[str, Any, Any]:
         if op.f == "read":

@@ -28,7 +28,7 @@ import string
 from typing import Any
 
 from workloads.base import Completion, OpRunner, Workload, WorkloadOptions, run_together
-from workloads.clients import BrokerClient, Endpoints
+from workloads.clients import OnTopic
 
 PULL_BATCH = 32
 DRAIN_EMPTY_POLLS = 2
@@ -59,7 +59,7 @@ def decode_message(body: bytes) -> dict[str, Any]:
     return {"id": None, "raw": body.decode("utf-8", "replace")}
 
 
-class QueueWorkload(Workload):
+class QueueWorkload(OnTopic, Workload):
     name = "queue"
     description = "producers send unique messages to a topic; consumers poll, commit and finally drain"
     default_mix = {"send": 2.0, "poll": 1.0}
@@ -93,13 +93,6 @@ class QueueWorkload(Workload):
         return "send", queue, {"id": index, "shard": f"s{shard}", "payload": payload}
 
     # -- effects -----------------------------------------------------------------------
-    def client(self, endpoints: Endpoints, node_names: dict[str, str] | None = None) -> BrokerClient:
-        return BrokerClient(endpoints, self.options.topic, self.options.group, self.options.op_timeout,
-                            node_names)
-
-    async def setup(self, client: Any) -> None:
-        await client.create_topic(self.options.queues)
-
     def prepare(self, op: Any) -> tuple[str, Any, Any]:
         if op.f == "poll":
             return "poll", op.key, {"offset": self.next_offset[op.key]}

@@ -154,6 +154,13 @@ class ControllerHA(HAStrategy):
         return self.role_known and self.heartbeat_sent
 
     @property
+    def replicating(self) -> bool:
+        """A master serves; a slave once its link to the master passed the handshake."""
+        if self._role is Role.MASTER:
+            return self.ready
+        return self.ready and self.slave_side is not None and self.slave_side.connected
+
+    @property
     def registrable(self) -> bool:
         """Stay out of the nameservers while fenced (RocketMQ: an isolated broker)."""
         return self.ready

@@ -1,0 +1,269 @@
+"""The pure parts of the checkers: verdicts, fault windows, run specs, sections.
+
+No Spark here: these are the decisions, tested on plain values.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from checkers import linearizable, perf, queue, rto
+from checkers.context import RunFacts
+from checkers.ops import WRITE_FUNCTIONS, infer_workload, linearizability_model
+from checkers.runspec import RunSpec, RunSpecError, load_spec, parse_spec
+from checkers.verdict import crashed, exit_code, guarded, merge_results, merge_valid
+from checkers.windows import LONG_MAX, LONG_MIN, FaultEvent, FaultWindow, fault_windows, segments
+
+S = 1_000_000_000
+
+
+# -- verdicts -------------------------------------------------------------------------------
+
+def test_false_beats_unknown_beats_true():
+    assert merge_valid([True, "unknown", False, True]) is False
+    assert merge_valid([True, "unknown", True]) == "unknown"
+    assert merge_valid([True, True]) is True
+    assert merge_valid([]) is True
+
+
+def test_merge_rejects_what_is_not_a_verdict():
+    with pytest.raises(ValueError, match="not a verdict"):
+        merge_valid([True, "maybe"])
+
+
+def test_exit_codes_follow_jepsen():
+    assert [exit_code(v) for v in (True, False, "unknown")] == [0, 1, 2]
+
+
+def test_a_checker_that_raises_becomes_unknown_with_its_error():
+    def broken():
+        raise ZeroDivisionError("division by zero")
+
+    sections = guarded(("queue", "order"), broken, 2)
+    assert sections == [{"queue": {"valid": "unknown", "error": "ZeroDivisionError: division by zero"},
+                         "order": {"valid": "unknown", "error": "ZeroDivisionError: division by zero"}}] * 2
+    assert merge_results({"stats": {"valid": True}, **sections[0]}) == "unknown"
+
+
+def test_a_checker_that_answers_for_the_wrong_runs_is_unknown():
+    sections = guarded(("rto",), lambda: [{"rto": {"valid": True}}], 2)
+    assert [s["rto"]["valid"] for s in sections] == ["unknown", "unknown"]
+
+
+def test_crash_section_names_the_exception():
+    assert crashed(KeyError("x")) == {"valid": "unknown", "error": "KeyError: 'x'"}
+
+
+# -- operations -----------------------------------------------------------------------------
+
+def test_workload_inferred_from_operation_names():
+    assert infer_workload(["send", "poll"]) == "queue"
+    assert infer_workload(["append", "read"]) == "log"
+    assert infer_workload(["read", "write", "cas"]) == "register"
+    assert infer_workload(["read"]) is None
+
+
+def test_models_per_workload():
+    assert linearizability_model("register") == "cas-register"
+    assert linearizability_model("log") == "log"
+    assert linearizability_model("queue") is None
+    assert set(WRITE_FUNCTIONS) == {"send", "append", "write", "cas", "put", "enqueue"}
+
+
+# -- fault windows --------------------------------------------------------------------------
+
+def start(fault, t, targets=("n1",), order=0):
+    return FaultEvent(fault, "start", t, {"phase": "start", "targets": list(targets)}, order)
+
+
+def stop(fault, t, targets=("n1",), order=0):
+    return FaultEvent(fault, "stop", t, {"phase": "stop", "targets": list(targets)}, order)
+
+
+def test_starts_pair_with_stops_of_the_same_fault_and_targets():
+    windows, problems = fault_windows([
+        start("kill", 1 * S, ["n1"]), start("kill", 2 * S, ["n2"]),
+        stop("kill", 3 * S, ["n2"]), stop("kill", 4 * S, ["n1"])])
+    assert problems == []
+    assert [(w.targets, w.start, w.stop) for w in windows] == [(["n1"], S, 4 * S), (["n2"], 2 * S, 3 * S)]
+
+
+def test_stop_without_targets_closes_the_oldest_open_window():
+    windows, _ = fault_windows([start("pause", 1 * S, ["n1"]), start("pause", 2 * S, ["n2"]),
+                                stop("pause", 3 * S, [])])
+    assert [(w.start, w.stop) for w in windows] == [(S, 3 * S), (2 * S, None)]
+
+
+def test_fault_never_stopped_stays_open_and_stray_stop_is_a_problem():
+    windows, problems = fault_windows([stop("loss", 1 * S), start("kill", 2 * S)])
+    assert [(w.fault, w.stop) for w in windows] == [("kill", None)]
+    assert problems == ["stop of loss at 1.000s has no matching start"]
+
+
+def test_window_details_keep_the_grudge():
+    event = FaultEvent("partition", "start", 0, {"phase": "start", "targets": ["n1"],
+                                                 "grudge": {"n1": ["n2"]}})
+    windows, _ = fault_windows([event])
+    assert windows[0].details == {"grudge": {"n1": ["n2"]}}
+
+
+def test_segments_cover_the_timeline_with_overlapping_windows():
+    a = FaultWindow(0, "kill", 10, 30, [], {})
+    b = FaultWindow(1, "partition", 20, None, [], {})
+    assert segments([a, b]) == [(LONG_MIN, 10, []), (10, 20, [0]), (20, 30, [0, 1]), (30, LONG_MAX, [1])]
+    assert segments([]) == [(LONG_MIN, LONG_MAX, [])]
+
+
+# -- run specs --------------------------------------------------------------------------------
+
+def test_spec_values_found_at_top_level_or_nested():
+    spec = parse_spec({"workload": "queue", "spec": {"ordered": True, "seed": 5},
+                       "thresholds": {"rto_threshold_s": 2, "min_availability": 0.5}})
+    assert (spec.workload, spec.ordered, spec.seed) == ("queue", True, 5)
+    assert (spec.rto_threshold_s, spec.min_availability) == (2.0, 0.5)
+    assert parse_spec({"workload": {"name": "log"}}).workload == "log"
+
+
+def test_spec_errors_name_the_file_and_field(tmp_path):
+    with pytest.raises(RunSpecError, match=r"run.json: `rto_threshold_s` must be a number, got 'fast'"):
+        parse_spec({"rto_threshold_s": "fast"})
+    with pytest.raises(RunSpecError, match="delivery"):
+        parse_spec({"delivery": "at-most-once"})
+    (tmp_path / "run.json").write_text("[1,")
+    with pytest.raises(RunSpecError, match=f"{tmp_path / 'run.json'}: not readable JSON"):
+        load_spec(tmp_path)
+
+
+def test_missing_run_json_gives_defaults(tmp_path):
+    assert load_spec(tmp_path) == RunSpec()
+    assert RunSpec().tolerates_duplicates
+    assert not RunSpec(delivery="exactly-once").tolerates_duplicates
+
+
+# -- queue and order sections ---------------------------------------------------------------------
+
+TOTALS = dict.fromkeys(("messages", "acknowledged", "send_attempts", "retried", "consumed_ids",
+                        "consumptions", "lost", "duplicated", "unexpected", "recovered_info",
+                        "recovered_fail", "sends_without_id", "unreadable_polls", "items_without_id"), 0)
+
+
+@pytest.mark.parametrize("counts, tolerant, valid, problems", [
+    ({}, True, True, 0),
+    ({"lost": 1}, True, False, 1),
+    ({"unexpected": 2}, True, False, 1),
+    ({"recovered_info": 3}, True, True, 0),
+    ({"recovered_fail": 1}, True, False, 1),
+    ({"duplicated": 1}, True, True, 0),
+    ({"duplicated": 1}, False, False, 1),
+    ({"unreadable_polls": 1}, True, "unknown", 1),
+    ({"unreadable_polls": 1, "lost": 1}, True, False, 2),
+])
+def test_queue_verdict_from_counts(counts, tolerant, valid, problems):
+    section = queue.queue_section({**TOTALS, **counts}, {}, tolerant)
+    assert section["valid"] == valid
+    assert len(section["problems"]) == problems
+
+
+def test_order_section_only_judges_ordered_runs():
+    assert queue.order_section(False, 3, 1, [])["valid"] is True
+    assert queue.order_section(True, 0, 2, [])["valid"] is True
+    assert queue.order_section(True, 1, 2, [{"id": "m1"}])["valid"] is False
+
+
+# -- rto ---------------------------------------------------------------------------------------
+
+WINDOW = FaultWindow(0, "kill", 10 * S, 20 * S, ["n1"], {})
+
+
+def test_window_without_failed_writes_has_no_outage():
+    entry = rto.window_report(WINDOW, {"writes": 5, "ok_writes": 5, "outage_from": None}, None, 30 * S, 1.0)
+    assert (entry["unavailable_s"], entry["recovered"], entry["availability"]) == (0.0, True, 1.0)
+
+
+def test_window_outage_until_the_first_success():
+    entry = rto.window_report(WINDOW, {"writes": 4, "ok_writes": 1, "outage_from": 11 * S}, 13 * S, 30 * S, 1.5)
+    assert entry["unavailable_s"] == 2.0
+    assert entry["over_threshold"] is True
+    assert entry["availability"] == 0.25
+
+
+def test_window_without_success_after_the_outage_is_not_recovered():
+    entry = rto.window_report(WINDOW, {"writes": 3, "ok_writes": 0, "outage_from": 12 * S}, None, 30 * S, None)
+    assert entry["recovered"] is False
+    assert entry["unavailable_s"] == 18.0
+
+
+def facts(**spec) -> RunFacts:
+    return RunFacts(index=0, run_dir=Path("."), spec=RunSpec(**spec), windows=[WINDOW])
+
+
+def test_rto_section_fails_on_low_availability_in_faults():
+    entry = rto.window_report(WINDOW, {"writes": 4, "ok_writes": 1, "outage_from": None}, None, 30 * S, None)
+    avail = {"in_faults": {"writes": 4, "ok": 1}, "outside_faults": {"writes": 10, "ok": 10}}
+    assert rto.rto_section(facts(), [entry], avail)["valid"] is True
+    section = rto.rto_section(facts(min_availability=0.5), [entry], avail)
+    assert section["valid"] is False
+    assert section["problems"] == ["availability during faults 0.250 is under 0.5"]
+
+
+def test_rto_without_any_write_is_unknown():
+    entry = rto.window_report(WINDOW, None, None, 30 * S, None)
+    assert rto.rto_section(facts(), [entry], {})["valid"] == "unknown"
+
+
+# -- perf ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seconds, width", [(0, 1), (299, 1), (301, 2), (1500, 5), (10 * 3600, 120),
+                                            (400 * 3600, 7200)])
+def test_bucket_width_keeps_series_short(seconds, width):
+    assert perf.bucket_seconds(seconds * S) == width
+    assert seconds / width <= perf.MAX_BUCKETS
+
+
+# -- linearizability plumbing ---------------------------------------------------------------------
+
+def op(index, process, f, start, end, type="ok", value=None, result=None, key="x"):
+    return {"run": 0, "key": key, "index": index, "process": process, "f": f, "type": type,
+            "invoke_time": start, "complete_time": end, "invoke_value": json.dumps(value),
+            "value": None if result is None else json.dumps(result)}
+
+
+def test_key_history_orders_events_by_time_invokes_first_on_ties():
+    events = linearizable.key_history([
+        op(0, 1, "write", 0, 10, value=1, result=1),
+        op(1, 2, "read", 10, 20, result=1),
+        op(2, 3, "write", 15, None, "info", value=2)])
+    assert [(e["process"], e["type"], e["time"]) for e in events] == [
+        (1, "invoke", 0), (2, "invoke", 10), (1, "ok", 10), (3, "invoke", 15), (2, "ok", 20)]
+    assert events[0]["value"] == 1 and events[1]["value"] is None
+
+
+def test_partition_checks_each_key_alone_and_survives_errors():
+    seen = []
+
+    def fake(model, history, time_limit):
+        seen.append((model, len(history), time_limit))
+        if history[0]["process"] == 9:
+            raise ValueError("bad history")
+        return {"valid": True}
+
+    rows = [op(0, 1, "write", 0, 5, value=1, result=1, key="a"),
+            op(1, 2, "read", 6, 9, result=1, key="a"),
+            op(2, 9, "write", 0, 5, value=1, result=1, key="b")]
+    out = list(linearizable.check_partition(iter(rows), {0: "cas-register"}, {0: 3.0}, fake))
+    assert seen == [("cas-register", 4, 3.0), ("cas-register", 2, 3.0)]
+    assert [(run, key, json.loads(v)["valid"]) for run, key, v in out] == [
+        (0, "a", True), (0, "b", "unknown")]
+    assert json.loads(out[1][2])["error"] == "ValueError: bad history"
+
+
+def test_linearizable_section_merges_keys():
+    section = linearizable.linearizable_section("cas-register", 5.0, [
+        ("a", {"valid": True}), ("b", {"valid": "unknown", "cause": "timeout"}),
+        ("c", {"valid": False, "op": {"f": "read"}, "key": None})])
+    assert section["valid"] is False
+    assert section["counts"] == {"valid": 1, "invalid": 1, "unknown": 1}
+    assert section["failures"] == [{"valid": False, "op": {"f": "read"}, "key": "c"}]
+    assert section["unknown"] == [{"key": "b", "cause": "timeout", "error": None}]
