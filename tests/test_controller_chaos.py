@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import pytest
 
 from controller_support import wait_until
-from sut import admin
 from sut.client import Consumer, Producer
 from test_controller_processes import (
     TOPIC, brokers, controller_cluster, current_master, status,
@@ -44,7 +43,7 @@ def schedule(seed: int, steps: int) -> list[Step]:
 
 
 def steps_for_this_run() -> int:
-    return 4 if os.environ.get("CHAOS_LONG", "short") == "short" else 12
+    return 4 if os.environ.get("CHAOS_LONG") == "short" else 12
 
 
 def victim(cluster, step: Step) -> str | None:
