@@ -34,16 +34,18 @@ def key_history(ops: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
     At equal times an invocation comes before a completion, so ops touching
     the same instant count as concurrent (never a false "happened before").
+    Both events carry the operation's `index` in checked/history.parquet, so a
+    counterexample points at a row there.
     """
     events = []
     for op in ops:
         base = {"process": op["process"], "f": op["f"]}
         events.append(({**base, "type": "invoke", "value": _json(op["invoke_value"]),
-                        "time": op["invoke_time"], "index": 2 * op["index"]},
+                        "time": op["invoke_time"], "index": op["index"]},
                        (op["invoke_time"], 0, op["index"])))
         if op["complete_time"] is not None:
             events.append(({**base, "type": op["type"], "value": _json(op["value"]),
-                            "time": op["complete_time"], "index": 2 * op["index"] + 1},
+                            "time": op["complete_time"], "index": op["index"]},
                            (op["complete_time"], 1, op["index"])))
     return [event for event, _ in sorted(events, key=lambda e: e[1])]
 
@@ -91,8 +93,11 @@ def linearizable_section(model: str, time_limit: float,
     failures = [{**v, "key": key} for key, v in verdicts if v.get("valid") is False]
     unknown = [{"key": key, "cause": v.get("cause"), "error": v.get("error")}
                for key, v in verdicts if v.get("valid") == UNKNOWN]
+    problems = [f"key {f['key']}: cannot linearize {_shown(f.get('op'))}" for f in failures]
+    problems += [f"key {u['key']}: unknown ({u['cause'] or u['error']})" for u in unknown]
     return {
         "valid": merge_valid(v.get("valid", UNKNOWN) for _, v in verdicts),
+        "problems": problems[:FAILURE_EXAMPLES],
         "model": model,
         "time_limit_s": time_limit,
         "keys": len(verdicts),
@@ -101,6 +106,15 @@ def linearizable_section(model: str, time_limit: float,
         "failures": failures[:FAILURE_EXAMPLES],
         "unknown": unknown[:UNKNOWN_EXAMPLES],
     }
+
+
+def _shown(op: dict[str, Any] | None) -> str:
+    """An operation as one line: `ok read 2 by process 1 (#3)`."""
+    if not op:
+        return "?"
+    where = f" (#{op['index']})" if "index" in op else ""
+    return (f"{op.get('type')} {op.get('f')} {json.dumps(op.get('value'), default=str)} "
+            f"by process {op.get('process')}{where}")
 
 
 def _skipped(run: RunFacts) -> dict[str, Any]:
@@ -118,8 +132,8 @@ def check(ctx: CheckContext, analyze: Analyze | None = None) -> list[dict[str, A
     sections = {r.index: _skipped(r) for r in ctx.runs if r.index not in models}
     problem = engine_problem() if models and analyze is None else None
     if problem:
-        sections.update({run: {"valid": UNKNOWN, "checked": False, "model": model, "reason": problem}
-                         for run, model in models.items()})
+        sections.update({run: {"valid": UNKNOWN, "checked": False, "model": model, "reason": problem,
+                               "problems": [problem]} for run, model in models.items()})
     elif models:
         limits = {r.index: r.spec.linearizable_time_limit_s for r in ctx.runs}
         ops = (ctx.history_of(list(models)).select(*_COLUMNS)

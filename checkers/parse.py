@@ -47,10 +47,17 @@ def run_files(run: int, run_dir: Path) -> list[RawFile]:
 
 
 def _listed_path(file_uri: Column) -> Column:
-    """Spark's URI of a file (file:/a%20b) -> the path it was listed as (/a b)."""
+    """Spark's URI of a file (file:/a%20b) -> the path it was listed as (/a b).
+
+    Evaluated on every line, so the common case (nothing escaped) is only a
+    prefix cut; the full decode runs only for URIs with escapes.
+    """
+    bare = (F.when(file_uri.startswith("file:///"), F.substring(file_uri, 8, 1 << 20))
+            .when(file_uri.startswith("file:"), F.substring(file_uri, 6, 1 << 20))
+            .otherwise(file_uri))
     # url_decode would turn a literal '+' into a space; Hadoop URIs keep '+' as is.
-    decoded = F.url_decode(F.regexp_replace(file_uri, r"\+", "%2B"))
-    return F.regexp_replace(decoded, r"^file:(//)?", "")
+    decoded = F.url_decode(F.regexp_replace(bare, r"\+", "%2B"))
+    return F.when(F.instr(bare, "%") > 0, decoded).otherwise(bare)
 
 
 def read_lines(spark: SparkSession, files: list[RawFile]) -> DataFrame | None:

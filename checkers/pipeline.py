@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -33,6 +34,7 @@ STEPS = ("reconstructing histories", "run facts", "stats", "queue and order", "r
          "linearizability", "writing results")
 
 Progress = Callable[[str], None]
+log = logging.getLogger(__name__)
 
 
 class CheckError(ValueError):
@@ -149,6 +151,7 @@ def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
         try:
             results = _check(spark, dirs, staging, step)
         except Exception as exc:  # Spark or a reconstruction bug: report, do not lose the runs
+            log.debug("checking %d run(s) failed", len(dirs), exc_info=True)
             error = crashed(exc)
             results = [{**_result(None, d, {}), "error": error["error"]} for d in dirs]
     for run_dir, result in zip(dirs, results):

@@ -1,9 +1,9 @@
 """The `queue` and `order` checkers: message accounting by id, order per key.
 
 Every message is followed by its id (retries of a send reuse the id, so they
-count once). Per id, Spark aggregates the send attempts (best outcome: ok >
-info > fail) and the consumptions (from the value lists of ok polls); a full
-outer join of the two classifies each id:
+count once). Per id, one Spark aggregation counts the send attempts (best
+outcome: ok > info > fail) and the consumptions (from the value lists of ok
+polls), which classifies each id:
 
 - lost: acknowledged (a send attempt was ok) but never consumed;
 - duplicated: consumed more than once (RocketMQ delivers at least once, so
@@ -35,11 +35,9 @@ POLL_ITEMS = "array<struct<id:string,key:string,queue:string,offset:long>>"
 CATEGORIES = ("lost", "duplicated", "unexpected", "recovered")
 ID_EXAMPLES = 1000  # ids listed per category in results.json; all are in checked/queue.parquet
 ORDER_EXAMPLES = 100
+BROADCAST_ANOMALIES = 200_000
 _POSITIONS = 1024  # consumption order = poll completion time * _POSITIONS + position in the poll
 
-
-def _count_if(condition: Column) -> Column:
-    return F.sum(F.when(condition, 1).otherwise(0))
 
 
 # Per-id aggregations use only fixed-width buffers (counts, min/max of longs):
@@ -72,46 +70,51 @@ def consumption_rows(history: DataFrame) -> DataFrame:
         "unreadable", F.col("item").isNotNull().alias("has_item"))
 
 
-def send_table(sends: DataFrame) -> DataFrame:
-    """Per (run, message id): send attempts, their outcomes and times."""
-    return sends.groupBy("run", "id").agg(
-        F.count(F.lit(1)).alias("sends"),
-        _count_if(F.col("type") == "ok").alias("ok"),
-        _count_if(F.col("type") == "info").alias("info"),
-        _count_if(F.col("type") == "fail").alias("fail"),
-        F.min("invoke_time").alias("first_invoke"),
-        F.min(F.when(F.col("type") == "ok", F.col("complete_time"))).alias("ok_complete"),
+def message_table(sends: DataFrame, items: DataFrame) -> DataFrame:
+    """Per (run, message id): send attempts and outcomes, consumptions, first times.
+
+    Sends and consumed items are stacked and aggregated together: one hash
+    aggregation instead of two and a join. The row of id null counts sends
+    without an id, unreadable polls and items without an id.
+    """
+    stacked = sends.select(
+        "run", "id", F.lit(True).alias("is_send"), "type", "invoke_time", "complete_time",
+        F.lit(None).cast("long").alias("order"), F.lit(None).cast("long").alias("spot"),
+        F.lit(False).alias("unreadable"), F.lit(False).alias("has_item"),
+    ).unionByName(items.select(
+        "run", "id", F.lit(False).alias("is_send"), F.lit(None).cast("string").alias("type"),
+        F.lit(None).cast("long").alias("invoke_time"), F.lit(None).cast("long").alias("complete_time"),
+        "order", "spot", "unreadable", "has_item"))
+    send, ok = F.col("is_send"), F.col("is_send") & (F.col("type") == "ok")
+    consumption = ~F.col("is_send") & F.col("id").isNotNull()
+    return stacked.groupBy("run", "id").agg(
+        F.count_if(send).alias("sends"),
+        F.count_if(ok).alias("ok"),
+        F.count_if(send & (F.col("type") == "info")).alias("info"),
+        F.count_if(send & (F.col("type") == "fail")).alias("fail"),
+        F.min(F.when(send, F.col("invoke_time"))).alias("first_invoke"),
+        F.min(F.when(ok, F.col("complete_time"))).alias("ok_complete"),
+        F.count_if(consumption).alias("consumed"),
+        F.min(F.when(consumption, F.col("spot"))).alias("min_spot"),
+        F.max(F.when(consumption, F.col("spot"))).alias("max_spot"),
+        F.min(F.when(consumption, F.col("order"))).alias("first_order"),
+        F.count_if(F.col("unreadable")).alias("unreadable_polls"),
+        F.count_if(F.col("has_item") & F.col("id").isNull()).alias("items_without_id"),
     )
 
 
-def consumption_table(items: DataFrame) -> DataFrame:
-    """Per (run, message id): how often consumed, whether always at the same place, and
-    when first; the row of id null counts unreadable polls and items without an id."""
-    real = F.col("id").isNotNull()
-    return items.groupBy("run", "id").agg(
-        _count_if(real).alias("consumed"),
-        F.min(F.when(real, F.col("spot"))).alias("min_spot"),
-        F.max(F.when(real, F.col("spot"))).alias("max_spot"),
-        F.min(F.when(real, F.col("order"))).alias("first_order"),
-        _count_if(F.col("unreadable")).alias("unreadable_polls"),
-        _count_if(F.col("has_item") & ~real).alias("items_without_id"),
-    )
-
-
-def classify(sends: DataFrame, consumed: DataFrame) -> DataFrame:
-    """Join sends and consumptions by id and name each id's anomalies (`categories`)."""
-    joined = sends.join(consumed, ["run", "id"], "full_outer")
-    times = F.coalesce("consumed", F.lit(0))
+def classify(messages: DataFrame) -> DataFrame:
+    """Name each id's anomalies (`categories`) and its best send outcome."""
     outcome = (F.when(F.col("ok") > 0, "ok").when(F.col("info") > 0, "info")
                .when(F.col("fail") > 0, "fail"))
-    has_id = F.col("id").isNotNull()
+    has_id, times = F.col("id").isNotNull(), F.col("consumed")
     categories = F.array_compact(F.array(
         F.when(has_id & (outcome == "ok") & (times == 0), F.lit("lost")),
         F.when(has_id & (times > 1), F.lit("duplicated")),
-        F.when(has_id & F.col("sends").isNull() & (times > 0), F.lit("unexpected")),
+        F.when(has_id & (F.col("sends") == 0) & (times > 0), F.lit("unexpected")),
         F.when(has_id & outcome.isin("info", "fail") & (times > 0), F.lit("recovered")),
     ))
-    return joined.select("*", outcome.alias("send_outcome"), categories.alias("categories"))
+    return messages.select("*", outcome.alias("send_outcome"), categories.alias("categories"))
 
 
 def _total_columns() -> dict[str, Column]:
@@ -122,17 +125,17 @@ def _total_columns() -> dict[str, Column]:
         return F.array_contains("categories", name)
 
     return {
-        "messages": _count_if(has_id & F.col("sends").isNotNull()),
-        "acknowledged": _count_if(has_id & (F.col("send_outcome") == "ok")),
+        "messages": F.count_if(has_id & (F.col("sends") > 0)),
+        "acknowledged": F.count_if(has_id & (F.col("send_outcome") == "ok")),
         "send_attempts": F.sum(F.when(has_id, F.col("sends"))),
-        "retried": _count_if(has_id & (F.col("sends") > 1)),
-        "consumed_ids": _count_if(has_id & (F.col("consumed") > 0)),
+        "retried": F.count_if(has_id & (F.col("sends") > 1)),
+        "consumed_ids": F.count_if(has_id & (F.col("consumed") > 0)),
         "consumptions": F.sum(F.when(has_id, F.col("consumed"))),
-        "lost": _count_if(category("lost")),
-        "duplicated": _count_if(category("duplicated")),
-        "unexpected": _count_if(category("unexpected")),
-        "recovered_info": _count_if(category("recovered") & (F.col("send_outcome") == "info")),
-        "recovered_fail": _count_if(category("recovered") & (F.col("send_outcome") == "fail")),
+        "lost": F.count_if(category("lost")),
+        "duplicated": F.count_if(category("duplicated")),
+        "unexpected": F.count_if(category("unexpected")),
+        "recovered_info": F.count_if(category("recovered") & (F.col("send_outcome") == "info")),
+        "recovered_fail": F.count_if(category("recovered") & (F.col("send_outcome") == "fail")),
         "sends_without_id": F.sum(F.when(~has_id, F.col("sends"))),
         "unreadable_polls": F.sum("unreadable_polls"),
         "items_without_id": F.sum("items_without_id"),
@@ -147,15 +150,23 @@ def _totals(joined: DataFrame, runs: list[int]) -> dict[int, dict[str, int]]:
     return totals
 
 
-def _anomalies(joined: DataFrame, keys: DataFrame) -> DataFrame:
-    """One row per (id, category), with its key: the table published as checked/queue.parquet."""
+def _anomalies(joined: DataFrame, keys: DataFrame, expected_rows: int) -> DataFrame:
+    """One row per (id, category), with its key: the table published as checked/queue.parquet.
+
+    Anomalies are usually few: then they are broadcast, and looking up their
+    keys is one pass over the staged keys instead of a shuffle of all of them
+    (adaptive execution would only switch to broadcast after that shuffle).
+    """
     found = joined.filter(F.size("categories") > 0).select(
         "run", F.explode("categories").alias("category"), "id",
         "sends", "send_outcome", (F.col("first_invoke") / 1e9).alias("first_send_s"),
-        F.coalesce("consumed", F.lit(0)).cast("long").alias("consumed"),
+        F.col("consumed").cast("long").alias("consumed"),
         (F.col("min_spot") == F.col("max_spot")).alias("same_offset"))
-    with_key = found.join(keys, ["run", "id"], "left")
-    table = with_key.groupBy(*found.columns).agg(F.min("key").alias("key"))
+    ids = found.select("run", "id").distinct()
+    small = expected_rows <= BROADCAST_ANOMALIES
+    found_keys = (keys.join(F.broadcast(ids) if small else ids, ["run", "id"])
+                  .groupBy("run", "id").agg(F.min("key").alias("key")))
+    table = found.join(found_keys, ["run", "id"], "left")
     return table.select("run", *QUEUE_ANOMALIES.fieldNames())
 
 
@@ -170,7 +181,7 @@ def order_scan(joined: DataFrame, items: DataFrame) -> DataFrame:
     after a message that was sent later than it was acknowledged."""
     first = (items.filter(F.col("id").isNotNull()).groupBy("run", "id", "key")
              .agg(F.min("order").alias("order")))
-    sent = joined.filter(F.col("id").isNotNull() & F.col("sends").isNotNull()).select(
+    sent = joined.filter(F.col("id").isNotNull() & (F.col("sends") > 0)).select(
         "run", "id", "first_invoke", "ok_complete")
     earlier = (Window.partitionBy("run", "key").orderBy("order")
                .rowsBetween(Window.unboundedPreceding, -1))
@@ -248,8 +259,7 @@ def check(ctx: CheckContext) -> list[dict[str, Any]]:
         ctx.staging.write(send_rows(history), "queue_sends")
         ctx.staging.write(consumption_rows(history), "queue_items")
         sends, items = ctx.staging.read("queue_sends"), ctx.staging.read("queue_items")
-        joined = classify(send_table(sends), consumption_table(items)).persist(
-            StorageLevel.MEMORY_AND_DISK)
+        joined = classify(message_table(sends, items)).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             keys = sends.select("run", "id", "key").unionByName(items.select("run", "id", "key"))
             queue.update(_queue_sections(ctx, joined, keys, queue_runs))
@@ -262,7 +272,9 @@ def check(ctx: CheckContext) -> list[dict[str, Any]]:
 def _queue_sections(ctx: CheckContext, joined: DataFrame, keys: DataFrame,
                     runs: list[int]) -> dict[int, dict]:
     totals = _totals(joined, runs)
-    ctx.staging.write(_anomalies(joined, keys), "queue")
+    anomalies = sum(t[c] for t in totals.values()
+                    for c in ("lost", "duplicated", "unexpected", "recovered_info", "recovered_fail"))
+    ctx.staging.write(_anomalies(joined, keys, anomalies), "queue")
     examples: dict[int, dict[str, list]] = {run: {} for run in runs}
     order = [F.col("first_send_s").asc_nulls_last(), F.col("id")]
     for row in _first_rows(ctx.staging.read("queue"), ["run", "category"], order, ID_EXAMPLES):
@@ -280,7 +292,7 @@ def _order_sections(ctx: CheckContext, joined: DataFrame, items: DataFrame,
     scanned = order_scan(joined.filter(F.col("run").isin(ordered)),
                          items.filter(F.col("run").isin(ordered)))
     counts = {row["run"]: row for row in scanned.groupBy("run").agg(
-        _count_if(F.col("violation")).alias("violations"),
+        F.count_if(F.col("violation")).alias("violations"),
         F.count_distinct("key").alias("keys")).collect()}
     examples: dict[int, list] = {run: [] for run in ordered}
     for row in _first_rows(scanned.filter("violation"), ["run"], [F.col("order")], ORDER_EXAMPLES):

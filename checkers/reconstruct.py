@@ -65,9 +65,6 @@ def _fault_events(spark: SparkSession, files: list[RawFile], n_runs: int) -> lis
     return per_run
 
 
-def _count_if(condition: Column) -> Column:
-    return F.sum(F.when(condition, 1).otherwise(0))
-
 
 def _next(column: str, window: Window) -> Column:
     return F.lead(column).over(window)
@@ -132,8 +129,8 @@ def census(paired: DataFrame, n_runs: int) -> tuple[list[tuple[int, int, int]], 
     """One pass over the paired rows: operations per (run, second of invoke time), and
     problem rows per run."""
     rows = (paired.groupBy("run", F.when(F.col("is_op"), _bucket()).alias("bucket"))
-            .agg(_count_if(F.col("is_op")).alias("ops"),
-                 _count_if(F.col("problem").isNotNull()).alias("problems"))
+            .agg(F.count_if(F.col("is_op")).alias("ops"),
+                 F.count_if(F.col("problem").isNotNull()).alias("problems"))
             .collect())
     problems = [0] * n_runs
     for row in rows:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .context import CheckContext, RunFacts
@@ -34,9 +34,6 @@ from .ops import PRECONDITION_FAILED_ERRORS, WRITE_FUNCTIONS
 from .verdict import UNKNOWN
 from .windows import LONG_MAX, FaultWindow
 
-
-def _count_if(condition: Column) -> Column:
-    return F.sum(F.when(condition, 1).otherwise(0))
 
 
 def writes_of(history: DataFrame) -> DataFrame:
@@ -62,8 +59,8 @@ def window_stats(writes: DataFrame, windows: DataFrame) -> dict[tuple[int, int],
     hit = (F.col("run") == F.col("w_run")) & (F.col("invoke_time") < F.col("stop")) & (
         after_start | (F.col("end") >= F.col("start")))
     rows = (writes.join(F.broadcast(windows), hit).groupBy("w_run", "window").agg(
-        _count_if(after_start).alias("writes"),
-        _count_if(after_start & F.col("ok")).alias("ok_writes"),
+        F.count_if(after_start).alias("writes"),
+        F.count_if(after_start & F.col("ok")).alias("ok_writes"),
         F.min(F.when(~F.col("ok") & (F.col("end") >= F.col("start")),
                      F.greatest("invoke_time", "start"))).alias("outage_from"))
             .collect())
@@ -86,7 +83,7 @@ def availability(writes: DataFrame) -> dict[int, dict[str, dict[str, int]]]:
     """Per run: writes and successful writes inside and outside fault windows."""
     result: dict[int, dict[str, dict[str, int]]] = {}
     for r in writes.groupBy("run", "in_fault").agg(
-            F.count(F.lit(1)).alias("writes"), _count_if(F.col("ok")).alias("ok")).collect():
+            F.count(F.lit(1)).alias("writes"), F.count_if(F.col("ok")).alias("ok")).collect():
         side = "in_faults" if r["in_fault"] else "outside_faults"
         result.setdefault(r["run"], {})[side] = {"writes": r["writes"], "ok": r["ok"]}
     return result

@@ -17,15 +17,15 @@ def stats_section(run: RunFacts) -> dict[str, Any]:
     """The stats section of one run (pure: facts in, JSON out)."""
     by_f = {f: {t: by_type.get(t, 0) for t in OUTCOMES} for f, by_type in sorted(run.counts.items())}
     totals = {t: sum(c[t] for c in by_f.values()) for t in OUTCOMES}
-    reasons = [run.spec_problem] if run.spec_problem else []
+    problems = [run.spec_problem] if run.spec_problem else []
     if run.operations == 0:
-        reasons.append("the history has no client operations")
+        problems.append("the history has no client operations")
     if run.malformed:
-        reasons.append(f"{run.malformed} malformed line(s) or protocol error(s) in the history")
-    reasons += run.fault_problems
+        problems.append(f"{run.malformed} malformed line(s) or protocol error(s) in the history")
+    problems += run.fault_problems
     return {
-        "valid": UNKNOWN if reasons else True,
-        "reasons": reasons,
+        "valid": UNKNOWN if problems else True,
+        "problems": problems,
         "workload": run.workload,
         "operations": run.operations,
         "by_outcome": totals,

@@ -453,7 +453,7 @@ def test_stats_count_operations_by_f_and_outcome(checked):
 def test_empty_history_is_unknown(checked):
     stats = result(checked, "empty")["checkers"]["stats"]
     assert stats["operations"] == 0
-    assert stats["reasons"] == ["the history has no client operations"]
+    assert stats["problems"] == ["the history has no client operations"]
 
 
 def test_unreadable_run_json_is_reported_and_defaults_are_used(checked):
@@ -461,7 +461,7 @@ def test_unreadable_run_json_is_reported_and_defaults_are_used(checked):
     assert res["workload"] == "queue"
     assert res["checkers"]["stats"]["operations"] == 2     # also the file "c 2+%é.jsonl"
     assert res["checkers"]["queue"]["valid"] is True
-    assert "not readable JSON" in res["checkers"]["stats"]["reasons"][0]
+    assert "not readable JSON" in res["checkers"]["stats"]["problems"][0]
 
 
 # -- linearizability -----------------------------------------------------------------------
@@ -474,6 +474,8 @@ def test_linearizable_checks_each_key_with_the_engine(checked):
     assert lin["counts"] == {"valid": 1, "invalid": 1, "unknown": 0}
     assert lin["failures"][0]["key"] == "y"
     assert lin["failures"][0]["op"]["value"] == 2
+    assert lin["failures"][0]["op"]["index"] == 1          # the row in checked/history.parquet
+    assert lin["problems"] == ["key y: cannot linearize ok read 2 by process 2 (#1)"]
 
 
 def test_linearizable_valid_register_and_log_histories(checked):
@@ -498,7 +500,7 @@ def test_chaos_check_rejects_a_directory_without_runs(tmp_path):
     assert "Traceback" not in out.output
 
 
-def test_chaos_check_rechecks_a_campaign_and_exits_with_the_worst_verdict(checked, tmp_path):
+def test_chaos_check_rechecks_a_campaign_and_exits_with_the_worst_verdict(tmp_path):
     """In a fresh process: Spark's own log goes to spark.log, the terminal shows only verdicts."""
     campaign = tmp_path / "campaign"
     queue_duplicates(campaign, "good", "at-least-once")

@@ -5,6 +5,7 @@ No Spark here: these are the decisions, tested on plain values.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,29 @@ def test_linearizable_section_merges_keys():
     assert section["counts"] == {"valid": 1, "invalid": 1, "unknown": 1}
     assert section["failures"] == [{"valid": False, "op": {"f": "read"}, "key": "c"}]
     assert section["unknown"] == [{"key": "b", "cause": "timeout", "error": None}]
+    assert section["problems"] == ["key c: cannot linearize None read null by process None",
+                                   "key b: unknown (timeout)"]
+
+
+def test_missing_engine_makes_linearizable_unknown_with_the_reason(monkeypatch):
+    monkeypatch.setitem(sys.modules, "checkers.knossos", None)  # as if not installed
+    problem = linearizable.engine_problem()
+    assert problem.startswith("linearizability engine not available: ")
+
+    class Ctx:  # the checker must not touch Spark when it cannot check anything
+        runs = [RunFacts(index=0, run_dir=Path("."), spec=RunSpec(workload="register")),
+                RunFacts(index=1, run_dir=Path("."), spec=RunSpec(workload="queue"))]
+
+    sections = linearizable.check(Ctx())
+    assert sections[0]["linearizable"] == {"valid": "unknown", "checked": False, "model": "cas-register",
+                                           "reason": problem, "problems": [problem]}
+    assert sections[1]["linearizable"]["valid"] is True
+
+
+def test_unknown_workload_has_no_linearizability_verdict():
+    class Ctx:
+        runs = [RunFacts(index=0, run_dir=Path("."), spec=RunSpec(workload="bank"))]
+
+    section = linearizable.check(Ctx())[0]["linearizable"]
+    assert section["valid"] == "unknown"
+    assert section["reason"] == "no linearizability model for workload 'bank'"

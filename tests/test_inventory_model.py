@@ -121,14 +121,14 @@ def test_unknown_node_lookup_lists_the_known_ones():
 def test_cli_reports_a_bad_inventory_in_one_line(tmp_path):
     path = write(tmp_path, "nodes: [{name: a, host: h, port: -1}]")
     result = CliRunner().invoke(cli, ["nodes", "--inventory", str(path)])
-    assert result.exit_code == 2
+    assert result.exit_code == 3
     assert result.output.strip().count("\n") == 0
     assert "nodes[0].port" in result.output and "Traceback" not in result.output
 
 
 def test_cli_rejects_a_node_count_out_of_range():
     result = CliRunner().invoke(cli, ["up", "--nodes", "12", "--name", "never-created"])
-    assert result.exit_code == 2
+    assert result.exit_code == 3
     assert "3 to 9 nodes, not 12" in result.output
 
 

@@ -214,7 +214,7 @@ def test_chaos_nodes_reports_an_unreachable_node(netns_cluster, tmp_path):
     broken.nodes[1].port = 2222  # nothing listens there
     path = broken.write(tmp_path / "broken.yaml")
     result = CliRunner().invoke(cli, ["nodes", "--inventory", str(path)])
-    assert result.exit_code == 2
+    assert result.exit_code == 3
     assert "1 of 3 nodes unreachable" in result.output
     assert f"node n2 is unreachable: cannot connect to {inventory.nodes[1].host}:2222" in result.output
     assert "Traceback" not in result.output

@@ -1,6 +1,7 @@
 """`chaos check`: re-run the checkers on stored runs, many at once in one Spark session."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,14 @@ def shown(run: Path) -> str:
 
 
 def _summary(results: list[dict[str, Any]], runs: list[Path]) -> Table:
-    table = Table(title="checked runs", title_justify="left")
+    parent = Path(os.path.commonpath(runs)) if len(runs) > 1 else runs[0].parent
+    table = Table(title=f"runs in {shown(parent)}", title_justify="left")
     table.add_column("run", overflow="fold")
     for column in ("workload", "verdict", *(HEADERS.get(s, s) for s in SECTIONS)):
         table.add_column(column, no_wrap=True)
     for run, result in zip(runs, results):
         sections = result.get("checkers", {})
-        table.add_row(shown(run), str(result.get("workload")), _verdict(result),
+        table.add_row(str(run.relative_to(parent)), str(result.get("workload")), _verdict(result),
                       *(_verdict(sections.get(name)) for name in SECTIONS))
     return table
 
@@ -87,7 +89,7 @@ def _details(console: Console, run: Path, result: dict[str, Any]) -> None:
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
               help="A Spark setting, repeatable, e.g. --conf spark.driver.memory=4g.")
 @click.option("--spark-log", type=click.Path(path_type=Path),
-              help="File for Spark's own log [default: spark.log in the directory holding the runs].")
+              help="File for Spark's own log [default: spark.log in STORE_DIR].")
 def check(store_dirs: tuple[Path, ...], spark_master: str | None, confs: tuple[str, ...],
           spark_log: Path | None) -> None:
     """Check stored runs again and rewrite their results.json and checked/ tables.
@@ -114,7 +116,8 @@ def check(store_dirs: tuple[Path, ...], spark_master: str | None, confs: tuple[s
         def step(name: str) -> None:
             progress.update(task, description=name, completed=STEPS.index(name))
 
-        results = check_runs(runs, spark_master, conf, log_file=spark_log, progress=step)
+        log_file = spark_log or Path(os.path.commonpath([p.resolve() for p in store_dirs])) / "spark.log"
+        results = check_runs(runs, spark_master, conf, log_file=log_file, progress=step)
         progress.update(task, completed=len(STEPS))
     console.print(_summary(results, runs))
     console.print(LEGEND, highlight=False)
