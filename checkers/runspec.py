@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 _NESTED = ("spec", "workload", "thresholds", "checker")
 
@@ -39,7 +39,7 @@ class RunSpec:
         return self.delivery != "exactly-once"
 
 
-def _scopes(doc: dict[str, Any]):
+def _scopes(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The objects searched for a value, nearest first."""
     yield doc
     for section in _NESTED:
@@ -82,12 +82,12 @@ def parse_spec(doc: dict[str, Any], source: str = "run.json") -> RunSpec:
     if delivery not in ("at-least-once", "exactly-once"):
         raise RunSpecError(
             f"{source}: `delivery` must be 'at-least-once' or 'exactly-once', got {delivery!r}")
-    seed = lookup(doc, "seed")
+    seed, profile = lookup(doc, "seed"), lookup(doc, "profile")
     time_limit = _number(doc, "linearizable_time_limit_s", source)
     return RunSpec(
         workload=_workload_name(doc),
-        profile=lookup(doc, "profile") if isinstance(lookup(doc, "profile"), str) else None,
-        seed=seed if isinstance(seed, int) else None,
+        profile=profile if isinstance(profile, str) else None,
+        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
         ordered=bool(lookup(doc, "ordered")),
         delivery=delivery,
         rto_threshold_s=_number(doc, "rto_threshold_s", source),

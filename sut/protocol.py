@@ -603,10 +603,12 @@ class RpcClient:
             if self._conn is not None and self._conn.usable:
                 return self._conn
             loop = asyncio.get_running_loop()
+            # asyncio.timeout, not wait_for: in 3.11 wait_for can swallow a
+            # cancellation that arrives just as the connect fails.
             try:
-                _, conn = await asyncio.wait_for(
-                    loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port),
-                    self.connect_timeout)
+                async with asyncio.timeout(self.connect_timeout):
+                    _, conn = await loop.create_connection(
+                        lambda: _ClientProtocol(self), self.host, self.port)
             except (OSError, asyncio.TimeoutError) as exc:
                 raise RpcConnectionError(f"cannot connect to {self.address}: {exc or 'timeout'}",
                                          sent=False) from None

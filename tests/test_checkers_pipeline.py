@@ -492,12 +492,15 @@ def test_queue_workload_skips_linearizability(checked):
 
 # -- the CLI ------------------------------------------------------------------------------
 
-def test_chaos_check_rejects_a_directory_without_runs(tmp_path):
+def test_chaos_check_rejects_bad_arguments_in_one_line(tmp_path):
     from harness.cli import cli
-    out = CliRunner().invoke(cli, ["check", str(tmp_path)])
-    assert out.exit_code == 3
-    assert "no runs found" in out.output
-    assert "Traceback" not in out.output
+    for args, message in ((["check", str(tmp_path)], "no runs found"),
+                          (["check", str(tmp_path / "nope")], "no such directory"),
+                          (["check", "--conf", "spark.driver.memory", str(tmp_path)], "expected KEY=VALUE")):
+        out = CliRunner().invoke(cli, args)
+        assert out.exit_code == 3, out.output
+        assert message in out.output
+        assert "Traceback" not in out.output
 
 
 def test_chaos_check_rechecks_a_campaign_and_exits_with_the_worst_verdict(tmp_path):
@@ -517,3 +520,32 @@ def test_chaos_check_rechecks_a_campaign_and_exits_with_the_worst_verdict(tmp_pa
         assert noise not in done.stdout + done.stderr
     assert (campaign / "spark.log").stat().st_size > 0
     assert json.loads((campaign / "runs" / "good" / "results.json").read_text())["valid"] is True
+
+
+def test_line_numbers_stay_right_when_spark_splits_a_file(spark, tmp_path):
+    """Spark reads a big file in several splits; reported line numbers must not shift."""
+    from pyspark.sql import functions as F
+
+    from checkers.parse import locate_lines, parse, read_lines, run_files
+
+    run = RunBuilder(tmp_path, "split")
+    for i in range(40):
+        if i + 1 in (7, 33):
+            run.line("w1", "{broken")
+        else:
+            run.event("w1", process=1, type="invoke" if i % 2 == 0 else "ok", f="write", value=i,
+                      time=i * MS)
+    previous = {k: spark.conf.get(k) for k in ("spark.sql.files.maxPartitionBytes",
+                                                "spark.sql.files.openCostInBytes")}
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "512")
+    spark.conf.set("spark.sql.files.openCostInBytes", "0")
+    try:
+        lines = read_lines(spark, run_files(0, run.dir))
+        assert lines.rdd.getNumPartitions() >= 4
+        bad = parse(lines).filter(F.col("problem").isNotNull()).select(
+            "run", "seq", F.col("problem").alias("reason"))
+        found = sorted((r["file"], r["line"]) for r in locate_lines(lines, bad).collect())
+    finally:
+        for key, value in previous.items():
+            spark.conf.set(key, value)
+    assert found == [("history/w1.jsonl", 7), ("history/w1.jsonl", 33)]

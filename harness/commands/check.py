@@ -117,7 +117,11 @@ def check(store_dirs: tuple[Path, ...], spark_master: str | None, confs: tuple[s
             progress.update(task, description=name, completed=STEPS.index(name))
 
         log_file = spark_log or Path(os.path.commonpath([p.resolve() for p in store_dirs])) / "spark.log"
-        results = check_runs(runs, spark_master, conf, log_file=log_file, progress=step)
+        try:
+            results = check_runs(runs, spark_master, conf, log_file=log_file, progress=step)
+        except Exception as exc:  # Spark could not start, the store is not writable ...
+            raise UserError(f"checking failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0]} "
+                            f"(Spark's log: {log_file})") from None
         progress.update(task, completed=len(STEPS))
     console.print(_summary(results, runs))
     console.print(LEGEND, highlight=False)
