@@ -53,3 +53,22 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interva
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}"
                          + (f" (last error: {last!r})" if last else ""))
+
+
+def read_all_message_ids(namesrv_addrs: list[str], topic: str = "chaos") -> list[str]:
+    """Every message id a consumer can read from the topic, in queue order (duplicates kept)."""
+    from sut.client import Consumer
+
+    async def go() -> list[str]:
+        seen: list[str] = []
+        async with Consumer(namesrv_addrs, "checker") as consumer:
+            for mq in await consumer.queues(topic):
+                offset = 0
+                while True:
+                    got = await consumer.pull(mq, offset)
+                    if got.status != "SUCCESS" or not got.messages:
+                        break
+                    seen += [m.msg_id for m in got.messages]
+                    offset = got.next_offset
+        return seen
+    return asyncio.run(go())

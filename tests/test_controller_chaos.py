@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from controller_support import wait_until
-from sut.client import Consumer, Producer
+from controller_support import read_all_message_ids, wait_until
+from sut.client import Producer
 from test_controller_processes import (
     TOPIC, brokers, controller_cluster, current_master, status,
 )
@@ -97,21 +97,6 @@ def whole(cluster) -> bool:
             and all(s["max_offset"] == masters[0]["max_offset"] for s in statuses))
 
 
-def read_everything(cluster) -> list[str]:
-    async def go():
-        seen = []
-        async with Consumer(cluster.namesrv_addrs, "checker") as consumer:
-            for mq in await consumer.queues(TOPIC):
-                offset = 0
-                while True:
-                    got = await consumer.pull(mq, offset)
-                    if got.status != "SUCCESS" or not got.messages:
-                        break
-                    seen += [m.msg_id for m in got.messages]
-                    offset = got.next_offset
-        return seen
-    return asyncio.run(go())
-
 
 def run_schedule(profile: str, tmp_path, seed: int) -> tuple[list[str], list[str], list[str],
                                                               list[str]]:
@@ -135,7 +120,7 @@ def run_schedule(profile: str, tmp_path, seed: int) -> tuple[list[str], list[str
             if proc.poll() is None:
                 cluster.send_signal(name, signal.SIGCONT)
         wait_until(lambda: whole(cluster), 90, f"{profile} to be whole again after {log}")
-        return ok, attempted, read_everything(cluster), log
+        return ok, attempted, read_all_message_ids(cluster.namesrv_addrs), log
 
 
 @pytest.mark.long

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import pytest
 
 import nuclei
-from controller_support import wait_until
+from controller_support import read_all_message_ids, wait_until
 from sut import admin
-from sut.client import Consumer, Producer
+from sut.client import Producer
 from sut.deploy import Deployer
 
 TOPIC = "chaos"
@@ -126,21 +126,6 @@ def whole(deployer: Deployer) -> bool:
             and all(s["max_offset"] == masters[0]["max_offset"] for s in statuses))
 
 
-def read_everything(namesrv: list[str]) -> list[str]:
-    async def go():
-        seen = []
-        async with Consumer(namesrv, "checker") as consumer:
-            for mq in await consumer.queues(TOPIC):
-                offset = 0
-                while True:
-                    got = await consumer.pull(mq, offset)
-                    if got.status != "SUCCESS" or not got.messages:
-                        break
-                    seen += [m.msg_id for m in got.messages]
-                    offset = got.next_offset
-        return seen
-    return asyncio.run(go())
-
 
 def run_profile(profile: str, netns_cluster, tmp_path, seed: int):
     inventory, pool = netns_cluster
@@ -167,7 +152,7 @@ def run_profile(profile: str, netns_cluster, tmp_path, seed: int):
                 await load
         asyncio.run(drive())
         wait_until(lambda: whole(deployer), 90, f"{profile} to be whole after {chaos.log}")
-        return ok, attempted, read_everything(namesrv), chaos.log
+        return ok, attempted, read_all_message_ids(namesrv), chaos.log
     except BaseException:
         deployer.collect_logs(tmp_path / f"{profile}-logs")
         raise

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from controller_support import wait_until
+from controller_support import read_all_message_ids, wait_until
 from sut import admin
-from sut.client import Consumer, Producer
+from sut.client import Producer
 from sut.local import LocalCluster
 from sut.message import decode_payload, iter_records
 from sut.profiles import BROKER_BASE, CONTROLLER_HA, NAMESRV, Peers, ProcessSpec, Profile, get
@@ -106,21 +106,6 @@ def read_broker(addr: str) -> list[str]:
     return run(go())
 
 
-def read_all_through_client(c: LocalCluster) -> set[str]:
-    async def go():
-        seen = set()
-        async with Consumer(c.namesrv_addrs, "readers") as consumer:
-            for mq in await consumer.queues(TOPIC):
-                offset = 0
-                while True:
-                    got = await consumer.pull(mq, offset)
-                    if got.status != "SUCCESS" or not got.messages:
-                        break
-                    seen |= {m.msg_id for m in got.messages}
-                    offset = got.next_offset
-        return seen
-    return run(go())
-
 
 def ha(st: dict) -> dict:
     return st["ha"]
@@ -174,7 +159,7 @@ def test_master_kill_elects_an_sss_member_at_the_next_epoch_and_the_old_master_r
         wait_until(lambda: (s := status(c, old)) and s["ready"] and s["ha_role"] == "slave"
                    and s["max_offset"] == status(c, new)["max_offset"], 30,
                    "the old master to rejoin as a slave and catch up")
-        assert set(acked) <= read_all_through_client(c)
+        assert set(acked) <= set(read_all_message_ids(c.namesrv_addrs))
         assert sorted(read_broker(c.address(old))) == sorted(read_broker(c.address(new)))
 
 

@@ -39,6 +39,7 @@ from sut.raft.config import RaftConfig, RaftConfigError
 from sut.raft.errors import NotLeader, ProposalDropped, RaftError
 from sut.raft.log import Entry
 from sut.raft.node import RaftNode
+from sut.waiting import cancel_and_wait
 
 RC = ResponseCode
 Handler = Callable[[Command, Connection], Awaitable[Command | None]]
@@ -170,14 +171,7 @@ class Controller:
                       self.raft.config.peers[self.node_id])
 
     async def stop(self) -> None:
-        tasks = self._tasks + list(self._elections)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([*self._tasks, *self._elections])
         await self.server.close()
         await self.raft.stop()
 

@@ -35,6 +35,7 @@ from sut.raft.log import Entry, RaftLog
 from sut.raft.meta import TermVote
 from sut.raft.replicator import Replicator
 from sut.raft.wire import pack_entries, unpack_entries
+from sut.waiting import cancel_and_wait
 
 Handler = Callable[[Command, Connection], Awaitable[Command | None]]
 ApplyFn = Callable[[Entry], Any]
@@ -178,14 +179,7 @@ class RaftNode:
         replicators, self._replicators = self._replicators, {}
         for replicator in replicators.values():
             await replicator.stop()
-        tasks = list(self._tasks)
-        for task in tasks + ([self._election] if self._election else []):
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([*self._tasks, self._election])
         await self._server.close()
         for client in self._control.values():
             await client.close()

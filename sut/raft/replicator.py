@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from sut.protocol import RequestCode, ResponseCode, RpcClient, RpcError
 from sut.raft.config import parse_address
 from sut.raft.wire import pack_entries
+from sut.waiting import cancel_and_wait
 
 if TYPE_CHECKING:
     from sut.raft.node import RaftNode
@@ -52,12 +53,7 @@ class Replicator:
         self._task = asyncio.create_task(self._run(), name=f"replicate-{self.peer}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._task])
         await self.client.close()
 
     def wake(self) -> None:
@@ -180,10 +176,4 @@ class Replicator:
                 elif not done:
                     raise _Restart(f"no answer for entries up to {last} within {timing.resend_ms} ms")
         finally:
-            for _, _, task in inflight:
-                task.cancel()
-            for _, _, task in inflight:
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
+            await cancel_and_wait([task for _, _, task in inflight])
