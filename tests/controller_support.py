@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import random
 import socket
 import time
+from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 
@@ -72,3 +75,26 @@ def read_all_message_ids(namesrv_addrs: list[str], topic: str = "chaos") -> list
                     offset = got.next_offset
         return seen
     return asyncio.run(go())
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a seeded fault schedule in the randomized controller tests."""
+
+    fault: str
+    pick: float          # which process among the candidates (fraction, seeded)
+    hold: float          # seconds the fault lasts
+    rest: float          # seconds of quiet after healing
+
+
+def seeded_schedule(seed: int, steps: int, faults: list[str], hold: tuple[float, float],
+                    rest: tuple[float, float]) -> list[Step]:
+    """The fault schedule of a seed: pure, so a failing seed replays exactly."""
+    rng = random.Random(seed)
+    return [Step(rng.choice(faults), rng.random(), rng.uniform(*hold), rng.uniform(*rest))
+            for _ in range(steps)]
+
+
+def steps_for_this_run(full: int) -> int:
+    """4 steps in CI's short form (CHAOS_LONG=short), else `full`."""
+    return 4 if os.environ.get("CHAOS_LONG") == "short" else full

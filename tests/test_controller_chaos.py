@@ -10,15 +10,12 @@ nobody sent. Real iptables partitions, and the same schedule on
 from __future__ import annotations
 
 import asyncio
-import os
-import random
 import signal
 import time
-from dataclasses import dataclass
 
 import pytest
 
-from controller_support import read_all_message_ids, wait_until
+from controller_support import Step, read_all_message_ids, seeded_schedule, steps_for_this_run, wait_until
 from sut.client import Producer
 from test_controller_processes import (
     TOPIC, brokers, controller_cluster, current_master, status,
@@ -27,23 +24,8 @@ from test_controller_processes import (
 FAULTS = ("kill-master", "suspend-master", "kill-broker", "suspend-broker", "kill-controller")
 
 
-@dataclass(frozen=True)
-class Step:
-    fault: str
-    pick: float          # which process among the candidates (fraction, seeded)
-    hold: float          # seconds the fault lasts
-    rest: float          # seconds of quiet after healing
-
-
 def schedule(seed: int, steps: int) -> list[Step]:
-    """The fault schedule of a seed: pure, so a failing seed replays exactly."""
-    rng = random.Random(seed)
-    return [Step(rng.choice(FAULTS), rng.random(), rng.uniform(1.0, 3.0), rng.uniform(0.5, 1.5))
-            for _ in range(steps)]
-
-
-def steps_for_this_run() -> int:
-    return 4 if os.environ.get("CHAOS_LONG") == "short" else 12
+    return seeded_schedule(seed, steps, FAULTS, hold=(1.0, 3.0), rest=(0.5, 1.5))
 
 
 def victim(cluster, step: Step) -> str | None:
@@ -111,7 +93,7 @@ def run_schedule(profile: str, tmp_path, seed: int) -> tuple[list[str], list[str
         async def drive():
             stop = asyncio.Event()
             load = asyncio.create_task(workload(cluster, stop, ok, attempted))
-            await asyncio.to_thread(apply_schedule, cluster, schedule(seed, steps_for_this_run()), log)
+            await asyncio.to_thread(apply_schedule, cluster, schedule(seed, steps_for_this_run(12)), log)
             await asyncio.sleep(1.0)
             stop.set()
             await load

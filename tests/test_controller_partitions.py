@@ -11,15 +11,12 @@ healed at the end); then every SEND_OK message must be readable in
 from __future__ import annotations
 
 import asyncio
-import os
-import random
 import time
-from dataclasses import dataclass
 
 import pytest
 
 import nuclei
-from controller_support import read_all_message_ids, wait_until
+from controller_support import Step, read_all_message_ids, seeded_schedule, steps_for_this_run, wait_until
 from sut import admin
 from sut.client import Producer
 from sut.deploy import Deployer
@@ -28,22 +25,8 @@ TOPIC = "chaos"
 FAULTS = ("partition-master", "partition-node", "kill-master", "kill-broker", "kill-controller")
 
 
-@dataclass(frozen=True)
-class Step:
-    fault: str
-    pick: float
-    hold: float
-    rest: float
-
-
 def schedule(seed: int, steps: int) -> list[Step]:
-    rng = random.Random(seed)
-    return [Step(rng.choice(FAULTS), rng.random(), rng.uniform(2.0, 4.0), rng.uniform(1.0, 2.0))
-            for _ in range(steps)]
-
-
-def steps_for_this_run() -> int:
-    return 4 if os.environ.get("CHAOS_LONG") == "short" else 10
+    return seeded_schedule(seed, steps, FAULTS, hold=(2.0, 4.0), rest=(1.0, 2.0))
 
 
 class Chaos:
@@ -144,7 +127,7 @@ def run_profile(profile: str, netns_cluster, tmp_path, seed: int):
             stop = asyncio.Event()
             load = asyncio.create_task(workload(namesrv, stop, ok, attempted))
             try:
-                await asyncio.to_thread(chaos.run, schedule(seed, steps_for_this_run()))
+                await asyncio.to_thread(chaos.run, schedule(seed, steps_for_this_run(10)))
             finally:
                 await asyncio.to_thread(nuclei.heal, pool, journal)
                 await asyncio.sleep(1.0)
