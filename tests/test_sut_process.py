@@ -19,6 +19,18 @@ def run_sut(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
                           timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+def start_namesrv(tmp_path: Path) -> tuple[Path, subprocess.Popen]:
+    """A real nameserver process on a free loopback port: (its config file, the child)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = tmp_path / "ns.json"
+    path.write_text(json.dumps({"data_dir": str(tmp_path / "d"), "port": port}))
+    child = subprocess.Popen([sys.executable, "-m", "sut", "namesrv", "--config", str(path)],
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return path, child
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "cannot read"),
     ("{not json", "line 1 column 2"),
@@ -51,13 +63,7 @@ def test_a_port_in_use_is_a_one_line_startup_error(tmp_path):
 
 
 def test_stop_terminates_the_process_named_by_the_pidfile(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    path = tmp_path / "ns.json"
-    path.write_text(json.dumps({"data_dir": str(tmp_path / "d"), "port": port}))
-    child = subprocess.Popen([sys.executable, "-m", "sut", "namesrv", "--config", str(path)],
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    path, child = start_namesrv(tmp_path)
     try:
         pidfile = tmp_path / "d" / "namesrv.pid"
         deadline = time.monotonic() + 20
@@ -92,13 +98,7 @@ def test_the_sut_imports_with_the_standard_library_only():
 
 def test_stop_also_ends_a_paused_process_cleanly(tmp_path):
     import signal
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    path = tmp_path / "ns.json"
-    path.write_text(json.dumps({"data_dir": str(tmp_path / "d"), "port": port}))
-    child = subprocess.Popen([sys.executable, "-m", "sut", "namesrv", "--config", str(path)],
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    path, child = start_namesrv(tmp_path)
     try:
         log = tmp_path / "d" / "namesrv.log"
         deadline = time.monotonic() + 20
