@@ -16,6 +16,7 @@ say() { printf '[setup] %s\n' "$*"; }
 APT_PACKAGES=(
   openssh-server openssh-client iptables iproute2 procps psmisc
   openjdk-17-jdk-headless
+  chromium
 )
 
 missing=()
@@ -29,8 +30,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
   say "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # --- virtualenv and Python dependencies ------------------------------------

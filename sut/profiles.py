@@ -50,11 +50,25 @@ class ProcessSpec:
     config: Mapping[str, Any] = field(default_factory=dict)
 
 
+# Fault families, for `Profile.unsafe_under` (a fault name's family is the part
+# after its target word: `leader-partition` -> partition, `random-kill` -> kill).
+FAULT_FAMILIES = ("kill", "suspend", "partition", "loss", "crash")
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
     description: str
     processes: tuple[ProcessSpec, ...]
+    # The HA design, for comparisons: dledger | controller | master-slave | single.
+    mode: str = "single"
+    # Whether the profile promises that no acknowledged message is ever lost.
+    # Checkers and campaign gates read this one fact: an expected-unsafe profile
+    # that a campaign never finds invalid means the harness has lost its teeth.
+    expected_safe: bool = True
+    # For an expected-unsafe profile: the fault families under which it is expected
+    # to lose acknowledged data (so a gate knows which runs should catch it).
+    unsafe_under: tuple[str, ...] = ()
 
     @property
     def nodes_needed(self) -> int:
@@ -148,11 +162,14 @@ def _master_slave(name: str, master_role: str, description: str) -> Profile:
         return ProcessSpec(proc, "broker", node, {**BROKER_BASE, "broker_name": "broker-a",
                                                   "broker_id": broker_id, "ha_mode": "master-slave",
                                                   "ha": ha})
+    # An async master acks before its slave has the data: a machine crash of the
+    # master loses what the slave had not pulled (kill -9 keeps the page cache).
+    unsafe = ("crash",) if master_role == "ASYNC_MASTER" else ()
     return Profile(name, description, (
         ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
         broker("broker-a-0", 0, 0, master_role),
         broker("broker-a-1", 1, 1, "SLAVE"),
-    ))
+    ), mode="master-slave", expected_safe=not unsafe, unsafe_under=unsafe)
 
 
 DLEDGER_HA: dict[str, Any] = {
@@ -173,7 +190,7 @@ def _dledger(name: str, size: int) -> Profile:
         for i in range(size))
     return Profile(name, f"DLedger mode: {size} brokers, the commitlog replicated by Raft, "
                          f"majority ack, automatic failover", (ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
-                                                               *brokers))
+                                                               *brokers), mode="dledger")
 
 
 CONTROLLER: dict[str, Any] = {
@@ -219,7 +236,9 @@ def _controller(name: str, brokers: int, description: str, unclean: bool = False
             "ha": {**CONTROLLER_HA, **ack}})
         for i in range(brokers))
     return Profile(name, description,
-                   (ProcessSpec("namesrv", "namesrv", 0, NAMESRV), *controllers, *group))
+                   (ProcessSpec("namesrv", "namesrv", 0, NAMESRV), *controllers, *group),
+                   mode="controller", expected_safe=not unclean,
+                   unsafe_under=("kill", "suspend", "partition", "crash") if unclean else ())
 
 
 PROFILES: dict[str, Profile] = {
