@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator
 import faults
 import nuclei
 import workloads
+from harness.signals import deferred_stop
 from harness.spec import RunSpec
 from harness.store import RunDir, Store, new_campaign_id, slug, write_json
 from inventory import Inventory, InventoryError, Pool, load, netns
@@ -221,20 +222,11 @@ def live_display(status: LiveStatus, console: Any, enabled: bool) -> Iterator[No
         console.print(status.line(), highlight=False, soft_wrap=True)
 
 
-@contextlib.contextmanager
-def deferred_sigint(console: Any) -> Iterator[None]:
-    """During clean-up a Ctrl-C only says to wait: healing and stopping must finish."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def say(signum: int, frame: Any) -> None:
-        console.print("[yellow]cleaning up (healing faults, stopping the SUT): please wait[/]")
-    previous = signal.signal(signal.SIGINT, say)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+def deferred_sigint(console: Any) -> contextlib.AbstractContextManager[None]:
+    """During clean-up a stop signal (Ctrl-C, SIGTERM, SIGHUP) only says to wait:
+    healing and stopping must finish."""
+    return deferred_stop(lambda: console.print(
+        "[yellow]cleaning up (healing faults, stopping the SUT): please wait[/]"))
 
 
 # -- the cluster --------------------------------------------------------------------------

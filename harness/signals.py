@@ -1,0 +1,72 @@
+"""Stop signals: SIGTERM and SIGHUP stop a run or a campaign the way Ctrl-C does.
+
+systemd, cron wrappers and CI stop a job with SIGTERM (and a closed terminal
+sends SIGHUP); a harness that dies on those leaves namespaces, SUT processes
+and iptables rules behind. Inside `stop_signals()` both raise `Stopped`, a
+KeyboardInterrupt, so every `except KeyboardInterrupt` / `finally` that heals
+on Ctrl-C heals on them too. During clean-up, `deferred_stop` turns every stop
+signal into a "please wait" message: healing and stopping must finish.
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import Any, Callable, Iterator
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal arrived; `signame` says which (SIGTERM, SIGHUP)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.signame = signal.Signals(signum).name
+        super().__init__(f"stopped by {self.signame}")
+
+
+def stop_reason(exc: BaseException) -> str:
+    """What stopped us, for run.json and the console: `interrupted by SIGTERM` or Ctrl-C."""
+    return f"interrupted by {exc.signame}" if isinstance(exc, Stopped) else "interrupted by Ctrl-C"
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise `Stopped` in the main thread (as SIGINT
+    raises KeyboardInterrupt). Outside the main thread this does nothing."""
+    if not _in_main_thread():
+        yield
+        return
+
+    def raise_stopped(signum: int, frame: Any) -> None:
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, raise_stopped) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def deferred_stop(say: Callable[[], None]) -> Iterator[None]:
+    """Within the block every stop signal only calls `say` (tell the user to wait)."""
+    if not _in_main_thread():
+        yield
+        return
+
+    def please_wait(signum: int, frame: Any) -> None:
+        say()
+
+    previous = {sig: signal.signal(sig, please_wait) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
