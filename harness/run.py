@@ -21,7 +21,6 @@ import os
 import platform
 import random
 import secrets
-import signal
 import subprocess
 import sys
 import threading
