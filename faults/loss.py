@@ -10,6 +10,7 @@ from __future__ import annotations
 import nuclei
 from faults.apply import Record, apply_all, undo_all
 from faults.context import Applied, FaultContext
+from faults.options import Probability
 from faults.registry import register
 from faults.targets import TargetError
 
@@ -24,7 +25,7 @@ class LossFault:
     description = "lose packets at random (probability=, default 0.2) between random nodes and their peers"
     min_nodes = 2
 
-    def __init__(self, probability: float = DEFAULT_PROBABILITY) -> None:
+    def __init__(self, probability: Probability = DEFAULT_PROBABILITY) -> None:
         if not 0 < float(probability) <= 1:
             raise ValueError(f"probability must be in (0, 1], got {probability}")
         self.probability = float(probability)

@@ -5,13 +5,12 @@ nodes keep talking to everyone. The control node is never cut off.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import nuclei
 from faults import grudge as shapes
 from faults import targets as selection
 from faults.apply import Record, apply_all, undo_all
 from faults.context import Applied, FaultContext
+from faults.options import NodeNames
 from faults.registry import register
 
 # shape -> (registered name, fewest nodes, description)
@@ -28,7 +27,7 @@ SHAPES = {
 class PartitionFault:
     """Drop traffic both ways between the node pairs of a grudge; stop removes the rules."""
 
-    def __init__(self, shape: str = "random", targets: Sequence[str] = ()) -> None:
+    def __init__(self, shape: str = "random", targets: NodeNames = ()) -> None:
         if shape not in SHAPES:
             raise ValueError(f"unknown partition shape {shape!r}")
         if shape == "fixed" and not targets:

@@ -9,13 +9,13 @@ leader of the controllers).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from typing import Any
 
 import nuclei
 from faults import targets as selection
 from faults.apply import Record, apply_all, undo_all
 from faults.context import Applied, FaultContext
+from faults.options import KillSignal, NodeNames
 from faults.registry import register
 
 
@@ -24,7 +24,7 @@ class ProcessFault(ABC):
 
     action = ""
 
-    def __init__(self, selector: str = "random", targets: Sequence[str] = ()) -> None:
+    def __init__(self, selector: str = "random", targets: NodeNames = ()) -> None:
         if selector not in selection.SELECTORS:
             raise ValueError(f"unknown selector {selector!r}")
         if selector == "fixed" and not targets:
@@ -73,7 +73,7 @@ class KillFault(ProcessFault):
 
     action = "kill"
 
-    def __init__(self, selector: str = "random", targets: Sequence[str] = (), signal: int | str = 9) -> None:
+    def __init__(self, selector: str = "random", targets: NodeNames = (), signal: KillSignal = "KILL") -> None:
         super().__init__(selector, targets)
         self.signal = signal
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
+from faults import options as typed
 from faults.context import FaultContext, FaultError
 
 ENTRY_POINT_GROUP = "chaos.faults"
@@ -42,11 +43,45 @@ class Registration:
 
     def options(self) -> list[str]:
         """Option names the factory accepts (what `name:key=value` may set)."""
+        return list(self.option_types())
+
+    def option_types(self) -> dict[str, inspect.Parameter]:
+        """Each option's parameter (its annotation is the option's type, see faults.options)."""
+        params = _signature(self.factory).parameters.values()
+        return {p.name: p for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+
+    def checked(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The options converted to their types; FaultError names the fault, the option
+        and what is allowed."""
+        types = self.option_types()
+        extra = [key for key in options if key not in types]
+        if extra:
+            allowed = ", ".join(types) or "none"
+            raise FaultError(f"fault {self.name}: unknown option(s) {', '.join(extra)} "
+                             f"(options: {allowed})")
+        values = {}
+        for key, value in options.items():
+            annotation = types[key].annotation
+            try:
+                values[key] = typed.check(None if annotation is inspect.Parameter.empty else annotation, value)
+            except ValueError as error:
+                allowed = "" if "allowed" in str(error) else f"; allowed: {typed.describe(annotation)}"
+                raise FaultError(f"fault {self.name}: option {key}={value!r}: {error}{allowed}") from None
+        return values
+
+
+def _signature(target: Any) -> inspect.Signature:
+    """The signature with string annotations resolved (modules use `from __future__
+    import annotations`); unresolvable ones stay as they are."""
+    try:
+        return inspect.signature(target, eval_str=True)
+    except (NameError, TypeError, SyntaxError):
         try:
-            params = inspect.signature(self.factory).parameters.values()
+            return inspect.signature(target)
         except (TypeError, ValueError):
-            return []
-        return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            return inspect.Signature()
+    except ValueError:
+        return inspect.Signature()
 
 
 _registry: dict[str, Registration] = {}
@@ -88,7 +123,7 @@ def _factory(cls: Any, fault_name: str, defaults: dict[str, Any]) -> Callable[..
         return nemesis
 
     # Advertise the class's own options minus the ones the name fixes.
-    signature = inspect.signature(cls)
+    signature = _signature(cls)
     make.__signature__ = signature.replace(  # type: ignore[attr-defined]
         parameters=[p for p in signature.parameters.values() if p.name not in defaults])
     return make
@@ -144,13 +179,9 @@ def lookup(name: str) -> Registration:
 def create(name: str, **options: Any) -> Any:
     """A nemesis for `name` with options; errors name the fault and the bad option."""
     registration = lookup(name)
-    accepted = registration.options()
-    extra = [key for key in options if key not in accepted]
-    if extra:
-        allowed = ", ".join(accepted) or "none"
-        raise FaultError(f"fault {name}: unknown option(s) {', '.join(extra)} (options: {allowed})")
+    values = registration.checked(options)
     try:
-        return registration.factory(**options)
+        return registration.factory(**values)
     except FaultError:
         raise
     except (TypeError, ValueError) as error:

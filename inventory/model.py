@@ -18,9 +18,11 @@ Example of a hand-written inventory::
 """
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -30,12 +32,31 @@ from inventory.errors import InventoryError, one_line
 # Names end up in paths, interface-free state directories and log lines:
 # a conservative alphabet keeps them safe everywhere.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"
+# Every field below reaches a remote command line or an iptables rule (quoted
+# anyway): each keeps to an alphabet that means the same to every shell.
+USER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$"
+NETNS_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# Absolute; no spaces, quotes, globs, `$`, `~` or `:` (a PYTHONPATH separator).
+PATH_PATTERN = r"^/[A-Za-z0-9._+@%=,/-]*$"
+_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}$){_HOST_LABEL}(?:\.{_HOST_LABEL})*")
 
 # Where SUT files go on a real host unless the inventory says otherwise;
 # /var/tmp survives reboots and is writable by non-root users.
 DEFAULT_WORKDIR = "/var/tmp/rocketmq-chaos"
 
 Kind = Literal["netns", "docker", "ssh"]
+
+
+def is_host(text: object) -> bool:
+    """An IP address (v4 or v6) or a DNS host name: what a node's `host` may be."""
+    if not isinstance(text, str):
+        return False
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return bool(_HOST_NAME.fullmatch(text)) and not text.replace(".", "").isdigit()
 
 
 def _resolve_path(value: Path | None, info: ValidationInfo) -> Path | None:
@@ -57,12 +78,19 @@ class Node(BaseModel):
     name: str = Field(pattern=NAME_PATTERN)
     host: str = Field(min_length=1, description="address the control node connects to")
     port: int = Field(22, ge=1, le=65535)
-    user: str = Field("root", min_length=1)
+    user: str = Field("root", pattern=USER_PATTERN)
     key_file: Path | None = Field(None, description="private key; None = ssh-agent/default keys")
     sudo: bool = Field(False, description="prefix commands with `sudo -n` (non-root users)")
-    roles: list[str] = Field(default_factory=list)
-    workdir: str = Field(DEFAULT_WORKDIR, min_length=1)
-    netns: str | None = Field(None, description="network namespace of a local node")
+    roles: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=list)
+    workdir: str = Field(DEFAULT_WORKDIR, pattern=PATH_PATTERN, max_length=1024)
+    netns: str | None = Field(None, pattern=NETNS_PATTERN, description="network namespace of a local node")
+
+    @field_validator("host")
+    @classmethod
+    def _host_is_an_address(cls, value: str) -> str:
+        if not is_host(value):
+            raise ValueError("must be an IP address or a DNS host name")
+        return value
 
     @field_validator("key_file")
     @classmethod

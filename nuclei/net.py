@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from inventory.model import is_host
 from nuclei.journal import Journal, JournalEntry
 from nuclei.remote import NucleusError, sh
 
@@ -79,6 +80,11 @@ def loss_rules(peers: Sequence[str], probability: float, tag: str) -> list[str]:
     return rules
 
 
+def is_peer_address(text: object) -> bool:
+    """An IPv4 address or a DNS host name (what an iptables -s/-d rule may name)."""
+    return is_host(text) and ":" not in str(text)  # iptables, not ip6tables
+
+
 def drop(pool: Any, journal: Journal, node: str, peers: Sequence[str]) -> JournalEntry:
     """Drop all traffic between `node` and `peers` (both directions); journaled first."""
     return _apply(pool, journal, "drop", node, peers, lambda tag: drop_rules(peers, tag))
@@ -86,8 +92,8 @@ def drop(pool: Any, journal: Journal, node: str, peers: Sequence[str]) -> Journa
 
 def loss(pool: Any, journal: Journal, node: str, peers: Sequence[str], probability: float) -> JournalEntry:
     """Drop packets between `node` and `peers` at random with `probability` (0 < p <= 1)."""
-    if not 0 < probability <= 1:
-        raise NucleusError(f"loss probability must be in (0, 1], got {probability}")
+    if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 < probability <= 1:
+        raise NucleusError(f"loss probability must be in (0, 1], got {probability!r}")
     return _apply(pool, journal, "loss", node, peers, lambda tag: loss_rules(peers, probability, tag),
                   probability=probability)
 
@@ -149,7 +155,7 @@ def _check_peers(pool: Any, node: str, peers: Sequence[str]) -> None:
     if not peers:
         raise NucleusError(f"node {node}: no peers to block")
     for peer in peers:
-        if ":" in peer or not peer.strip() or " " in peer:
+        if not is_peer_address(peer):
             raise NucleusError(f"node {node}: peer address {peer!r} is not an IPv4 address or host name")
     control = control_address(pool, node)
     if control in peers:

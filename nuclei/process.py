@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal as signals
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,40 @@ class ProcessNotRunning(NucleusError):
     """The process to act on is not running (no pidfile, or its pid is gone)."""
 
 
+# Signals whose default action does not end a process (stop, continue, ignore):
+# a "kill" with one of them would be recorded while nothing died.
+NON_FATAL = frozenset({"STOP", "TSTP", "TTIN", "TTOU", "CONT", "CHLD", "URG", "WINCH"})
+
+
+def signal_name(value: int | str, fatal: bool = False) -> str:
+    """The name (`KILL`, `TERM`, ...) of a signal given by number or name, from the
+    real signal table; with `fatal`, only signals whose default action ends a process.
+
+    Raises ValueError naming what is allowed: the value never reaches a shell
+    unless it is one of the table's names.
+    """
+    number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if number is None and isinstance(value, str):
+        text = value.strip().upper()
+        number = int(text) if text.isdigit() else getattr(signals.Signals, text if text.startswith("SIG")
+                                                          else f"SIG{text}", None)
+    try:
+        name = signals.Signals(number).name.removeprefix("SIG") if number is not None else None
+    except ValueError:
+        name = None
+    allowed = allowed_signals(fatal)
+    if name not in allowed:
+        raise ValueError(f"{value!r} is not a signal{' that ends a process' if fatal else ''}; "
+                         f"allowed: a number or one of {', '.join(allowed)}")
+    return name
+
+
+def allowed_signals(fatal: bool = False) -> list[str]:
+    """Signal names of the real table (numbers order), only fatal ones with `fatal`."""
+    names = [sig.name.removeprefix("SIG") for sig in sorted(set(signals.Signals), key=int)]
+    return [name for name in names if not (fatal and name in NON_FATAL)]
+
+
 # Shell helper: prints "STATE STARTTIME" of a pid. The command name in
 # /proc/PID/stat may hold spaces and parentheses, so cut after the last ") ".
 _PSTAT = ('pstat() { st=$(cat /proc/$1/stat 2>/dev/null) || return 1; rest=${st##*") "}; '
@@ -116,7 +151,7 @@ pid=%(pid)d; want=%(starttime)d
 s=$(pstat $pid) || { echo gone; exit 0; }
 set -- $s
 [ "$2" = "$want" ] || { echo gone; exit 0; }
-kill -%(signal)s $pid 2>/dev/null || { echo gone; exit 0; }
+kill -%(signal)d $pid 2>/dev/null || { echo gone; exit 0; }
 i=0
 while s=$(pstat $pid); do
   set -- $s
@@ -171,12 +206,13 @@ def inspect(pool: Any, proc: ProcessRef, exclude: Sequence[int] = ()) -> list[Pr
 def kill(pool: Any, journal: Journal, proc: ProcessRef, signal: int | str = 9,
          timeout: float = 10.0) -> list[JournalEntry]:
     """Send `signal` (9 by default) and verify the process is gone; journaled first."""
+    name = _checked_signal(signal, fatal=True)
     states = _running(pool, proc)
     entries = []
     for state in states:
-        entry = journal.record("kill", node_name(proc), signal=str(signal), **_identity(proc, state),
+        entry = journal.record("kill", node_name(proc), signal=name, **_identity(proc, state),
                                **_start_facts(proc))
-        _signal(pool, proc, state, signal, "gone", timeout)
+        _signal(pool, proc, state, name, "gone", timeout)
         entries.append(entry)
     return entries
 
@@ -262,16 +298,25 @@ def _running(pool: Any, proc: ProcessRef) -> list[ProcessState]:
     return states
 
 
+def _checked_signal(signal: int | str, fatal: bool = False) -> str:
+    try:
+        return signal_name(signal, fatal)
+    except ValueError as error:
+        raise NucleusError(f"signal {error}") from None
+
+
 def _signal(pool: Any, proc: ProcessRef, state: ProcessState, signal: int | str, wait_for: str,
             timeout: float) -> str:
     """Signal the pid (if its start time still matches) and wait for the state;
     returns "ok" (state reached) or "gone" (the process no longer exists)."""
-    script = _SIGNAL_AND_WAIT % {"pid": state.pid, "starttime": state.starttime, "signal": signal,
+    name = _checked_signal(signal)
+    script = _SIGNAL_AND_WAIT % {"pid": int(state.pid), "starttime": int(state.starttime),
+                                 "signal": int(signals.Signals[f"SIG{name}"]),
                                  "done_test": _DONE_TEST[wait_for], "polls": int(timeout / 0.006) + 1}
     result = sh(pool, node_name(proc), script, timeout=timeout + 15)
     out = result.stdout.strip()
     if result.exited != 0 or out not in ("gone", "ok"):
-        raise NucleusError(f"node {node_name(proc)}: SIG{signal} to {proc.name} (pid {state.pid}) did not "
+        raise NucleusError(f"node {node_name(proc)}: SIG{name} to {proc.name} (pid {state.pid}) did not "
                            f"take effect: {out or result.stderr.strip()[:200]}")
     return out
 

@@ -38,7 +38,7 @@ def test_kill_removes_the_process_and_restart_brings_a_new_one(cluster, journal)
     before = nuclei.inspect(pool, proc)[0]
     [entry] = nuclei.kill(pool, journal, proc)
     assert proc_state(pool, proc) is None, "the pid is gone (or a zombie) right after kill returns"
-    assert entry.params["pid"] == before.pid and entry.params["signal"] == "9"
+    assert entry.params["pid"] == before.pid and entry.params["signal"] == "KILL"
     assert [line["event"] for line in journal_lines(journal)] == ["apply"]
 
     started: list[str] = []

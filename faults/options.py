@@ -1,0 +1,98 @@
+"""Typed fault options: what `name:key=value` may say, checked before anything starts.
+
+A nemesis declares its options as typed `__init__` parameters; the registry
+validates every value given on the command line (or in a campaign file) against
+that type and refuses a bad one with the fault, the option and what is allowed.
+The types here are the ones the built-ins use and plugins may reuse: every value
+that later reaches a remote command is one of a known, safe alphabet (a signal
+from the real table, a node name, a number), so no user text ever reaches a
+shell as code.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError
+
+from inventory.model import NAME_PATTERN, PATH_PATTERN
+from nuclei.process import signal_name
+
+_NODE_NAME = re.compile(NAME_PATTERN)
+
+
+def _kill_signal(value: Any) -> str:
+    return signal_name(value, fatal=True)
+
+
+def _any_signal(value: Any) -> str:
+    return signal_name(value)
+
+
+def _node_names(value: Any) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ValueError(f"expected node names like n1,n2, got {value!r}")
+    bad = [item for item in items if not isinstance(item, str) or not _NODE_NAME.fullmatch(item)]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not a node name (letters, digits, '.', '_', '-'; e.g. n1,n2)")
+    return tuple(items)
+
+
+def _probability(value: float) -> float:
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise ValueError(f"probability must be in (0, 1], got {value:g}")
+    return value
+
+
+def _duration(value: float) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"duration must be > 0 seconds, got {value:g}")
+    return value
+
+
+# A signal by name (KILL, SIGTERM) or number (9) that ends a process; stored as its name.
+KillSignal = Annotated[str, BeforeValidator(_kill_signal)]
+# Any signal of the real table, by name or number; stored as its name.
+Signal = Annotated[str, BeforeValidator(_any_signal)]
+# A probability of loss: 0 (nothing lost) is no fault, so (0, 1].
+Probability = Annotated[float, AfterValidator(_probability)]
+# A duration in seconds, > 0.
+Duration = Annotated[float, AfterValidator(_duration)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+# Node names (n1,n2); checked against the inventory before the run starts.
+NodeNames = Annotated[tuple[str, ...], BeforeValidator(_node_names)]
+RemotePath = Annotated[str, Field(pattern=PATH_PATTERN, max_length=4096)]
+
+# How each type is shown in `chaos faults` and docs/nemeses.md.
+_SHOWN = {
+    "KillSignal": "signal that ends a process: name or number (KILL, TERM, 9)",
+    "Signal": "signal: name or number",
+    "Probability": "number in (0, 1]",
+    "Duration": "seconds > 0",
+    "Port": "port 1-65535",
+    "NodeNames": "node names, comma-separated (n1,n2)",
+    "RemotePath": "absolute path",
+}
+_NAMES = {id(KillSignal): "KillSignal", id(Signal): "Signal", id(Probability): "Probability",
+          id(Duration): "Duration", id(Port): "Port", id(NodeNames): "NodeNames", id(RemotePath): "RemotePath"}
+
+
+def check(annotation: Any, value: Any) -> Any:
+    """`value` converted to the option's type; ValueError says what is allowed."""
+    if annotation is Any or annotation is None:
+        return value
+    try:
+        return TypeAdapter(annotation).validate_python(value)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        raise ValueError(first["msg"].removeprefix("Value error, ")) from None
+
+
+def describe(annotation: Any) -> str:
+    """A short description of what an option accepts, for help and docs."""
+    name = _NAMES.get(id(annotation))
+    if name is not None:
+        return _SHOWN[name]
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
