@@ -13,7 +13,9 @@ tokens from anything that goes into run.json or campaign.json.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
 import json
 import os
 import re
@@ -69,13 +71,28 @@ def redact(value: Any) -> Any:
     return value
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically (temp file + rename): a reader never sees half a file."""
+def write_text(path: Path, text: str) -> None:
+    """Write a store file atomically: a uniquely named temp file beside it, fsynced,
+    then renamed over it. A reader (or a crash) never sees half a file, and two
+    writers never share a temp file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(redact(data), indent=2, sort_keys=False, default=str) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (see write_text), secrets redacted."""
+    write_text(path, json.dumps(redact(data), indent=2, sort_keys=False, default=str) + "\n")
 
 
 def read_json(path: Path) -> Any:
@@ -141,13 +158,33 @@ class Store:
         return RunDir(candidate).create()
 
     def set_latest(self, campaign_id: str) -> None:
-        """Repoint store/latest atomically (a relative link, so the store can move)."""
+        """Point store/latest at `campaign_id` unless it already names a newer campaign.
+
+        Two runs writing to one store each call this; under a lock on the store,
+        the link only moves forward (campaign ids sort by start time), so the
+        slower of two runs never takes `latest` back from the newer one. The new
+        link is made under a unique name and renamed over the old one (atomic,
+        relative so the store can move).
+        """
         link = self.root / LATEST
-        tmp = self.root / f".{LATEST}.{os.getpid()}"
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        os.symlink(campaign_id, tmp)
-        os.replace(tmp, link)
+        with self._locked():
+            current = os.readlink(link) if link.is_symlink() else None
+            if current is not None and current > campaign_id and (self.root / current).is_dir():
+                return
+            tmp = self.root / f".{LATEST}.{os.getpid()}.{secrets.token_hex(4)}"
+            os.symlink(campaign_id, tmp)
+            os.replace(tmp, link)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Any:
+        """An exclusive flock on STORE/.lock (between processes and threads)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def latest_campaign(self) -> Path | None:
         link = self.root / LATEST

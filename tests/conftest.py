@@ -21,11 +21,13 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from inventory import Inventory, Pool, netns
 
+REPO = Path(__file__).resolve().parent.parent
 ClusterFactory = Callable[..., tuple[Inventory, Pool]]
 _CLUSTER_FIXTURES = {"make_cluster", "netns_cluster"}
 _swept_stale = False
@@ -38,6 +40,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.cluster)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `root` or `cluster` needs root: skipped with the reason when
+    not root, failed in CI (never a silent pass)."""
+    if item.get_closest_marker("root") or item.get_closest_marker("cluster"):
+        skip_unless_root()
+
+
 def require(available: bool, reason: str) -> None:
     """Skip a test whose real part is missing, but fail it in CI (`CI` set): a test
     that needs root, /dev/fuse, Chromium, a Docker engine or ../shared must never
@@ -47,6 +56,23 @@ def require(available: bool, reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"CI: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def shared_dir() -> Path:
+    """The project's shared data beside the repository (../shared), or $CHAOS_SHARED."""
+    return Path(os.environ.get("CHAOS_SHARED") or REPO.parent / "shared")
+
+
+def knossos_testdata() -> Path:
+    return shared_dir() / "testdata" / "knossos"
+
+
+def require_knossos_testdata() -> Path:
+    """Knossos' test histories: skipped with the reason on a fresh clone, required in CI."""
+    path = knossos_testdata()
+    require(path.is_dir(), f"Knossos test histories not found at {path} (a fresh clone has no "
+                           f"../shared; set CHAOS_SHARED to the shared directory)")
+    return path
 
 
 def skip_unless_root() -> None:

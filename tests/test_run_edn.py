@@ -15,8 +15,14 @@ from harness.edn import (EdnError, dumps_history, export_run, guess_workload, im
 from harness.store import Store
 from workloads.history import read_events
 
-KNOSSOS = Path("/work/shared/testdata/knossos")
-needs_testdata = pytest.mark.skipif(not KNOSSOS.is_dir(), reason="knossos test data not present")
+from conftest import knossos_testdata, require_knossos_testdata
+
+KNOSSOS = knossos_testdata()
+
+
+@pytest.fixture
+def needs_testdata() -> None:
+    require_knossos_testdata()
 
 json_scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.text(max_size=12)
 json_values = st.recursive(
@@ -94,7 +100,7 @@ def test_malformed_edn_gets_a_one_line_error_naming_the_source(text, problem):
     assert str(err.value).startswith("h.edn") and "\n" not in str(err.value)
 
 
-@needs_testdata
+@pytest.mark.usefixtures("needs_testdata")
 @pytest.mark.parametrize("name", [
     "cas-register/bad/cas-failure.edn",
     "cas-register/good/mongodb-v0-ack-rollback-.edn",
@@ -110,7 +116,7 @@ def test_knossos_histories_import_and_export_stably(name):
     assert len(first) == len(raw)
 
 
-@needs_testdata
+@pytest.mark.usefixtures("needs_testdata")
 def test_importing_a_knossos_history_makes_a_run_directory(tmp_path):
     source = KNOSSOS / "cas-register/bad/cas-failure.edn"
     run = import_history(source, Store(tmp_path / "store"))
