@@ -34,9 +34,10 @@ from typing import Any, Callable, Iterator
 import faults
 import nuclei
 import workloads
-from harness.signals import deferred_stop
+from harness.signals import deferred_stop, stop_reason
+from harness.stale import release_lease, take_lease
 from harness.spec import RunSpec
-from harness.store import RunDir, Store, new_campaign_id, slug, write_json
+from harness.store import RunDir, Store, new_campaign_id, slug, write_json, write_text
 from inventory import Inventory, InventoryError, Pool, load, netns
 from sut.deploy import DeployError, Deployer
 from sut.profiles import get as get_profile
@@ -115,8 +116,9 @@ class RunRecord:
     run: RunDir
     campaign_id: str
     started: float = field(default_factory=time.time)
-    status: str = "running"
+    status: str = "running"  # running -> checking -> complete | interrupted | error
     error: str | None = None
+    stop_reason: str | None = None
     valid: Any = None
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
     inventory: dict[str, Any] | None = None
@@ -133,7 +135,8 @@ class RunRecord:
             "workload": self.spec.workload, "profile": self.spec.profile, "faults": list(self.spec.faults),
             "seed": self.spec.seed, "ordered": self.spec.ordered,
             "spec": self.spec.model_dump(mode="json"),
-            "status": self.status, "error": self.error, "valid": self.valid,
+            "status": self.status, "error": self.error, "stop_reason": self.stop_reason,
+            "valid": self.valid,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "timings": {"phases": self.phases, "history_origin_s": self.history_origin_s,
                         "total_s": round(time.time() - self.started, 3)},
@@ -287,25 +290,37 @@ class RunLifecycle:
         write_json(self.store.campaign_dir(self.campaign_id) / "campaign.json",
                    {"campaign_id": self.campaign_id, "kind": "ad-hoc", "runs": [self.run.run_id]})
         self.record.save()
+        lease = take_lease(self.run.path)  # found by the next `chaos run` if we are SIGKILLed
+        try:
+            self._run_on_cluster()
+            if self.record.status == "checking":
+                self._check_and_report()
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP inside stop_signals()
+            self._interrupted(exc, " while checking" if self.record.status == "checking" else "")
+        finally:
+            self.record.save()
+            release_lease(lease)
+        return RunOutcome(self.run, self.record.status, self.record.valid, self.record.error)
+
+    def _run_on_cluster(self) -> None:
+        """Everything up to the checks; sets the status to `checking` or a final one."""
         try:
             with cluster_for(self.spec, self.record, self.console) as inventory:
                 self.record.inventory = inventory_record(inventory)
                 self._on_cluster(inventory)
-            self.record.status = "complete"
+            self.record.status = "checking"
         except KeyboardInterrupt:
-            self.record.status, self.record.error = "interrupted", "interrupted by Ctrl-C"
+            raise
         except (RunError, InventoryError, DeployError, faults.FaultError) as exc:
             self.record.status, self.record.error = "error", str(exc)
         except Exception as exc:  # noqa: BLE001 - keep what was recorded, say what broke
             self.record.status, self.record.error = "error", f"{type(exc).__name__}: {exc}"
-            (self.run.path / "harness-error.txt").write_text(traceback.format_exc())
-        if self.record.status == "complete":
-            try:
-                self._check_and_report()
-            except KeyboardInterrupt:
-                self.record.status, self.record.error = "interrupted", "interrupted by Ctrl-C while checking"
-        self.record.save()
-        return RunOutcome(self.run, self.record.status, self.record.valid, self.record.error)
+            write_text(self.run.path / "harness-error.txt", traceback.format_exc())
+
+    def _interrupted(self, exc: BaseException, during: str) -> None:
+        self.record.status = "interrupted"
+        self.record.stop_reason = stop_reason(exc)
+        self.record.error = f"{self.record.stop_reason}{during}"
 
     # -- on the cluster ---------------------------------------------------------------------
     def _on_cluster(self, inventory: Inventory) -> None:
@@ -422,6 +437,9 @@ class RunLifecycle:
 
     # -- checking -----------------------------------------------------------------------------
     def _check_and_report(self) -> None:
+        """Status `checking` (saved) while the checkers run; `complete` after, or
+        `error` with the reason if they crash (the verdict is then unknown)."""
+        self.record.save()
         if self.spec.check:
             if self.show_progress:
                 self.console.print("checking the history (Spark) ...", highlight=False)
@@ -429,12 +447,12 @@ class RunLifecycle:
                 with self.record.phase("check", self.status):
                     results = check([self.run.path], self.spec.spark_master)
                 self.record.valid = results[0].get("valid", "unknown") if results else "unknown"
-            except ImportError as exc:
-                self.record.notes.append(f"checkers not available ({exc}); verdict unknown")
-                self.record.valid = "unknown"
-            except Exception as exc:  # noqa: BLE001
-                self.record.notes.append(f"checkers failed: {type(exc).__name__}: {exc}")
-                self.record.valid = "unknown"
+            except Exception as exc:  # noqa: BLE001 - ImportError included: no checkers, no verdict
+                self.record.status, self.record.valid = "error", "unknown"
+                self.record.error = f"checkers crashed: {type(exc).__name__}: {exc}"
+                write_text(self.run.path / "harness-error.txt", traceback.format_exc())
+                return
+        self.record.status = "complete"
         render = report_renderer()
         if render is not None:
             try:

@@ -27,6 +27,7 @@ OPTION_NAMES = {
     "store": "--store", "queues": "--queues", "keys": "--keys", "ordered": "--ordered",
     "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
     "op_timeout": "--op-timeout", "timing": "--timing",
+    "rto_threshold_s": "--rto-threshold", "min_availability": "--min-availability",
 }
 NO_FAULT = "noop"
 
@@ -56,6 +57,50 @@ def check_fault(text: str) -> None:
         spec = faults.FaultSpec.parse(text)
         faults.create(spec.name, **dict(spec.options))
     except (faults.FaultError, faults.ScheduleError) as exc:
+        raise ValueError(str(exc)) from None
+
+
+def local_node_limits() -> tuple[int, int]:
+    """How many nodes the local (network-namespace) provider can bring up."""
+    from inventory import netns
+    return netns.MIN_NODES, netns.MAX_NODES
+
+
+def load_inventory(path: Path) -> Any:
+    """The inventory file, validated; ValueError (one line) names the file and the field."""
+    from inventory import InventoryError, load
+    try:
+        return load(path)
+    except InventoryError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def planned_nodes(spec: "RunSpec") -> list[str]:
+    """The names of the nodes the SUT will run on, known before anything starts: from the
+    inventory file, else the running default local cluster, else the one a run brings up."""
+    from inventory import Inventory, Node, netns
+    from sut.deploy import DeployError, Deployer
+    if spec.inventory is not None:
+        inventory = load_inventory(spec.inventory)
+    else:
+        existing = netns.inventory_path(netns.DEFAULT_NAME)
+        inventory = load_inventory(existing) if existing.is_file() else None
+        if inventory is None or spec.nodes not in (None, len(inventory.nodes)):
+            size = spec.nodes or netns.DEFAULT_NODES
+            inventory = Inventory(name="planned", kind="netns", nodes=[
+                Node(name=f"n{i}", host=f"192.0.2.{i}") for i in range(1, size + 1)])
+    try:
+        return [node.name for node in Deployer(None, inventory, spec.profile, ".", timing=spec.timing).used_nodes]
+    except DeployError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def check_faults_fit_the_nodes(spec: "RunSpec") -> None:
+    """Fixed targets name real nodes, and every fault has enough of them."""
+    import faults
+    try:
+        faults.validate(spec.faults, planned_nodes(spec))
+    except faults.FaultError as exc:
         raise ValueError(str(exc)) from None
 
 
@@ -96,6 +141,10 @@ class RunSpec(BaseModel):
     # checking
     check: bool = True
     spark_master: str | None = None
+    rto_threshold_s: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                          description="seconds every fault window's RTO must stay under")
+    min_availability: float | None = Field(None, ge=0, le=1, allow_inf_nan=False,
+                                           description="share of writes in fault windows that must succeed")
 
     @field_validator("profile")
     @classmethod
@@ -136,6 +185,8 @@ class RunSpec(BaseModel):
     def _inventory_exists(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_file():
             raise ValueError(f"inventory file {value} does not exist")
+        if value is not None:
+            load_inventory(value)  # its schema, now: not after a run directory exists
         return value
 
     @model_validator(mode="after")
@@ -147,6 +198,9 @@ class RunSpec(BaseModel):
         needed = nodes_needed(self.profile)
         if self.nodes is not None and self.nodes < needed:
             raise ValueError(f"--nodes {self.nodes}: profile {self.profile} needs {needed} nodes")
+        low, high = local_node_limits()
+        if self.nodes is not None and not low <= self.nodes <= high:
+            raise ValueError(f"--nodes {self.nodes}: a local cluster has {low} to {high} nodes")
         if self.has_faults and self.time < 2 * self.interval:
             raise ValueError(
                 f"--time {self.time:g}s is shorter than one fault interval: each fault comes after "
@@ -156,6 +210,7 @@ class RunSpec(BaseModel):
         problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
         if problem:
             raise ValueError(problem)
+        check_faults_fit_the_nodes(self)
         return self
 
     def workload_options(self) -> WorkloadOptions:

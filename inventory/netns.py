@@ -152,12 +152,17 @@ def down(name: str = DEFAULT_NAME, *, home: Path | None = None) -> bool:
         return _remove_locked(home, name)
 
 
-def down_stale(*, home: Path | None = None) -> list[str]:
-    """Remove clusters left behind by crashed runs; one description per removal."""
+def down_stale(*, home: Path | None = None, orphans: bool = True) -> list[str]:
+    """Remove clusters left behind by crashed runs; one description per removal.
+
+    Without `orphans`, only clusters with a state directory in `home` are
+    considered (what `chaos run` sweeps automatically: namespaces of ours
+    without a state directory may belong to another CHAOS_HOME being built).
+    """
     _require_root("remove stale clusters")
     home = home or chaos_home()
     with _locked(home):
-        return _sweep_locked(home, everything=False)
+        return _sweep_locked(home, everything=False, orphans=orphans)
 
 
 def down_all(*, home: Path | None = None) -> list[str]:
@@ -325,7 +330,7 @@ def _remove_locked(home: Path, name: str) -> bool:
     return present
 
 
-def _sweep_locked(home: Path, everything: bool) -> list[str]:
+def _sweep_locked(home: Path, everything: bool, orphans: bool = True) -> list[str]:
     removed: list[str] = []
     namespaces, links = _list_netns(), _list_links()
     known_tags: set[str] = set()
@@ -337,7 +342,7 @@ def _sweep_locked(home: Path, everything: bool) -> list[str]:
         if reason is not None:
             _teardown(record.tag if record else None, state_dir)
             removed.append(f"cluster {state_dir.name}: {reason}")
-    for tag in sorted(_owned_tags(namespaces, links) - known_tags):
+    for tag in sorted(_owned_tags(namespaces, links) - known_tags) if orphans else ():
         # Without a state directory here, objects still running processes may
         # belong to a cluster of another CHAOS_HOME: only --all takes those.
         in_use = bool(_pids_in({n for n in namespaces if _tag_of(n) == tag}))
@@ -510,6 +515,16 @@ def _alive(pid: int, start: int) -> bool:
     return _start_time(pid) == start
 
 
+def process_start_time(pid: int) -> int | None:
+    """Kernel start time of a live `pid` (clock ticks since boot), None if it is gone."""
+    return _start_time(pid)
+
+
+def process_alive(pid: int, start: int) -> bool:
+    """Whether `pid` still runs the process that started at `start` (not a reused pid)."""
+    return _alive(pid, start)
+
+
 # -- state directory --------------------------------------------------------------------
 
 
@@ -547,7 +562,7 @@ def _locked(home: Path) -> Iterator[None]:
 
 
 def _check_name(name: str) -> None:
-    if not re.match(NAME_PATTERN, name):
+    if not re.fullmatch(NAME_PATTERN, name):
         raise ProvisionError(f"cluster name {name!r} is not valid: use letters, digits, '-', '_' or '.' (max 40)")
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli import UserError
+from harness.stale import clean_up_stale
 from inventory import Inventory, InventoryError, Pool, load, netns
 
 
@@ -36,6 +37,8 @@ def up(size: int, name: str) -> None:
     console = Console(stderr=True)
     started = time.monotonic()
     try:
+        netns.check_can_provision(name, size)
+        clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
         with console.status(f"creating cluster {name} with {size} nodes") as status:
             def progress(node: str) -> None:
                 status.update(f"creating cluster {name}: node {node} of {size} is up, waiting for the rest")

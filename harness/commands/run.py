@@ -10,6 +10,8 @@ from rich.console import Console
 
 from harness.cli import UserError
 from harness.edn import EdnError, export_run, import_history
+from harness.signals import stop_signals
+from harness.stale import clean_up_stale
 from harness.spec import RunSpec, SpecError, build_spec, known_profiles, known_workloads
 from harness.store import Store, StoreError, check_writable, find_run_dir
 
@@ -90,6 +92,10 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
                                f"[default: {_default('timing')}].")
 @click.option("--no-check", is_flag=True, help="Skip the checkers (the verdict is then unknown).")
 @click.option("--spark-master", help="Spark master URL for the checkers [default: local[*]].")
+@click.option("--rto-threshold", "rto_threshold_s", type=float,
+              help="Seconds each fault window's recovery time may take; longer is invalid [default: none].")
+@click.option("--min-availability", type=float,
+              help="Share (0 to 1) of writes inside fault windows that must succeed [default: none].")
 @click.option("--dry-run", is_flag=True, help="Validate and print the schedules; start nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress line.")
 def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...], no_check: bool,
@@ -113,7 +119,9 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
         _show_plan(spec, plan_summary(spec))
         return
     console.print(f"chaos run: {spec.summary()}", soft_wrap=True, highlight=False)
-    outcome = RunLifecycle(spec, console, show_progress=not quiet).execute()
+    with stop_signals():  # SIGTERM and SIGHUP heal and stop like Ctrl-C
+        clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
+        outcome = RunLifecycle(spec, console, show_progress=not quiet).execute()
     if outcome.error:
         console.print(f"[red]run {outcome.status}:[/] {outcome.error}", highlight=False, soft_wrap=True)
     code = exit_code(outcome.status, outcome.valid)

@@ -1,0 +1,125 @@
+"""What a killed harness leaves behind, found and cleaned up by the next `chaos run` / `chaos up`.
+
+SIGKILL (an OOM kill, `kill -9`, a CI job timeout) gives the harness no chance
+to heal. Two things make the leftovers findable:
+
+- a local cluster a run brought up is non-persistent and records its owner's
+  pid and start time, so the netns stale sweep removes it (with every process,
+  namespace and iptables rule in it) once that owner is gone;
+- every run holds a lease, $CHAOS_HOME/runs/<id>.json, naming its run
+  directory and its owner. A lease whose owner is gone belongs to a killed
+  run: its journal is healed on the nodes, its SUT stopped, and its run.json
+  says what happened. If that fails, the user gets the one command to run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nuclei
+from harness.store import StoreError, read_json, write_json, write_text
+from inventory import InventoryError, Pool, load, netns
+
+
+def leases_dir() -> Path:
+    return netns.chaos_home() / "runs"
+
+
+def take_lease(run_dir: Path) -> Path | None:
+    """Record that this process owns the run at `run_dir`; None if $CHAOS_HOME is not writable
+    (the run then goes on, without the safety net)."""
+    pid = os.getpid()
+    path = leases_dir() / f"{pid}-{secrets.token_hex(4)}.json"
+    lease = {"pid": pid, "start": netns.process_start_time(pid), "run_dir": str(Path(run_dir).resolve())}
+    try:
+        write_text(path, json.dumps(lease) + "\n")
+    except OSError:
+        return None
+    return path
+
+
+def release_lease(path: Path | None) -> None:
+    if path is not None:
+        path.unlink(missing_ok=True)
+
+
+def clean_up_stale(say: Callable[[str], None]) -> list[str]:
+    """Remove clusters and heal runs of harness processes that are gone; one line per item
+    (each also passed to `say`)."""
+    done: list[str] = []
+    if os.geteuid() == 0:
+        done += netns.down_stale(orphans=False)
+    for path in sorted(leases_dir().glob("*.json")) if leases_dir().is_dir() else []:
+        claimed = _claim_if_stale(path)
+        if claimed is not None:
+            done.append(_clean_up_run(claimed))
+    for line in done:
+        say(line)
+    return done
+
+
+def _claim_if_stale(path: Path) -> dict[str, Any] | None:
+    """The lease, if its owner is gone and this process won the race to handle it."""
+    try:
+        lease = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(lease, dict):
+        return None
+    start = lease.get("start")
+    if isinstance(start, int) and netns.process_alive(int(lease.get("pid", 0)), start):
+        return None
+    try:
+        path.unlink()  # two harnesses may find it: only the one whose unlink succeeds handles it
+    except FileNotFoundError:
+        return None
+    return lease
+
+
+def _clean_up_run(lease: dict[str, Any]) -> str:
+    run_dir = Path(str(lease.get("run_dir")))
+    try:
+        record = read_json(run_dir / "run.json")
+    except StoreError:
+        return f"run {run_dir}: its harness (pid {lease.get('pid')}) is gone and left no run.json"
+    cluster = record.get("cluster") or {}
+    what = f"run {run_dir}: its harness (pid {lease.get('pid')}) was killed"
+    if cluster.get("source") == "provisioned":
+        outcome = f"{what}; its cluster {cluster.get('name')} was removed"
+    else:
+        problem = _heal_and_stop(run_dir, record, cluster)
+        outcome = (f"{what}; faults healed and the SUT stopped" if problem is None else
+                   f"{what}; clean-up failed ({problem}): run `chaos heal --store {run_dir}`")
+    if record.get("status") in ("running", "checking"):
+        record["status"] = "error"
+        record["error"] = f"the harness was killed (pid {lease.get('pid')}) before it could clean up; " \
+                          "the next chaos run cleaned up"
+        write_json(run_dir / "run.json", record)
+    return outcome
+
+
+def _heal_and_stop(run_dir: Path, record: dict[str, Any], cluster: dict[str, Any]) -> str | None:
+    """Undo the run's journal on its nodes and stop its SUT; the problem, or None."""
+    from sut.deploy import DeployError, Deployer
+
+    inventory_file = cluster.get("file")
+    if not inventory_file or not Path(inventory_file).is_file():
+        return "its inventory file is gone" if inventory_file else None
+    spec = record.get("spec") or {}
+    try:
+        inventory = load(inventory_file)
+        with Pool(inventory) as pool:
+            journal_file = run_dir / "journal.jsonl"
+            if journal_file.exists():
+                report = nuclei.heal(pool, nuclei.Journal(journal_file))
+                if not report.ok:
+                    return "; ".join(report.errors)
+            Deployer(pool, inventory, spec.get("profile") or record.get("profile"), run_dir,
+                     timing=spec.get("timing", "default")).stop()
+    except (InventoryError, DeployError, nuclei.NucleusError, nuclei.JournalError, OSError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
