@@ -57,7 +57,8 @@ class Registration:
         extra = [key for key in options if key not in types]
         if extra:
             allowed = ", ".join(types) or "none"
-            raise FaultError(f"fault {self.name}: unknown option(s) {', '.join(extra)} "
+            shown = ", ".join(key if key.isidentifier() else repr(key) for key in extra)
+            raise FaultError(f"fault {self.name}: unknown option(s) {shown} "
                              f"(options: {allowed})")
         values = {}
         for key, value in options.items():
