@@ -10,6 +10,7 @@ shell as code.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from typing import Annotated, Any
@@ -95,4 +96,6 @@ def describe(annotation: Any) -> str:
     name = _NAMES.get(id(annotation))
     if name is not None:
         return _SHOWN[name]
+    if annotation is inspect.Parameter.empty:
+        return "value"
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")

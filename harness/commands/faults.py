@@ -8,6 +8,7 @@ import click
 
 import faults
 import nuclei
+from faults.options import describe as describe_option
 from harness.cli import UserError
 from inventory import Inventory, InventoryError, Pool, load
 
@@ -33,8 +34,9 @@ def faults_command() -> None:
     width = max(map(len, known))
     for name, registration in known.items():
         origin = "" if registration.origin == "builtin" else f"  [{registration.origin}]"
-        options = registration.options()
-        shown = f" (options: {', '.join(options)})" if options else ""
+        options = registration.option_types()
+        shown = "; ".join(f"{key}=<{describe_option(p.annotation)}>" for key, p in options.items())
+        shown = f" (options: {shown})" if shown else ""
         click.echo(f"{name:<{width}}  {registration.description}{shown}{origin}")
     for problem in faults.plugin_errors():
         click.echo(f"warning: plugin not loaded: {problem}", err=True)
