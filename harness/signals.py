@@ -28,7 +28,9 @@ class Stopped(KeyboardInterrupt):
 
 def stop_reason(exc: BaseException) -> str:
     """What stopped us, for run.json and the console: `interrupted by SIGTERM` or Ctrl-C."""
-    return f"interrupted by {exc.signame}" if isinstance(exc, Stopped) else "interrupted by Ctrl-C"
+    if isinstance(exc, Stopped) and exc.signum != signal.SIGINT:
+        return f"interrupted by {exc.signame}"
+    return "interrupted by Ctrl-C"
 
 
 def _in_main_thread() -> bool:
@@ -36,17 +38,25 @@ def _in_main_thread() -> bool:
 
 
 @contextlib.contextmanager
-def stop_signals() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP raise `Stopped` in the main thread (as SIGINT
-    raises KeyboardInterrupt). Outside the main thread this does nothing."""
+def stop_signals(say: Callable[[], None] | None = None) -> Iterator[None]:
+    """Within the block, SIGINT, SIGTERM and SIGHUP raise `Stopped` (a KeyboardInterrupt)
+    in the main thread. Only the first stop signal raises: a second one while the first
+    is unwinding (before the clean-up reaches its `deferred_stop`) would cut the heal
+    short, so it only calls `say`. Outside the main thread this does nothing."""
     if not _in_main_thread():
         yield
         return
+    stopping: list[int] = []
 
     def raise_stopped(signum: int, frame: Any) -> None:
+        if stopping:
+            if say is not None:
+                say()
+            return
+        stopping.append(signum)
         raise Stopped(signum)
 
-    previous = {sig: signal.signal(sig, raise_stopped) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, raise_stopped) for sig in STOP_SIGNALS}
     try:
         yield
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import signal
 import threading
 from pathlib import Path
@@ -16,7 +17,7 @@ from rich.console import Console
 import harness.run as lifecycle
 from checkers.runspec import load_spec
 from harness.cli import EXIT_ERROR, cli
-from harness.signals import Stopped
+from harness.signals import Stopped, stop_reason, stop_signals
 from harness.spec import build_spec
 from harness.store import Store, new_campaign_id, write_json
 
@@ -188,3 +189,17 @@ def test_a_reader_never_sees_half_a_store_file_while_writers_replace_it(tmp_path
     watcher.join()
     assert bad == []
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temp file left
+
+
+def test_only_the_first_stop_signal_raises_later_ones_ask_to_wait():
+    waits = []
+    with pytest.raises(Stopped) as stopped:
+        with stop_signals(lambda: waits.append("please wait")):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next line
+            finally:
+                os.kill(os.getpid(), signal.SIGHUP)  # during the clean-up: no second exception
+                os.kill(os.getpid(), signal.SIGINT)
+    assert stop_reason(stopped.value) == "interrupted by SIGTERM" and waits == ["please wait"] * 2
+    assert stop_reason(Stopped(signal.SIGINT)) == stop_reason(KeyboardInterrupt()) == "interrupted by Ctrl-C"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored

@@ -119,7 +119,7 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
         _show_plan(spec, plan_summary(spec))
         return
     console.print(f"chaos run: {spec.summary()}", soft_wrap=True, highlight=False)
-    with stop_signals():  # SIGTERM and SIGHUP heal and stop like Ctrl-C
+    with stop_signals(lambda: console.print("[yellow]stopping: please wait[/]")):  # SIGTERM, SIGHUP = Ctrl-C
         clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
         outcome = RunLifecycle(spec, console, show_progress=not quiet).execute()
     if outcome.error:
