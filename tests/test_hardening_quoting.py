@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import faults
 import nuclei
 from faults import registry
-from inventory import InventoryError, load
+from inventory import Inventory, InventoryError, NodeUnreachable, Pool, load
 
 pytestmark = pytest.mark.cluster
 
@@ -95,7 +95,8 @@ def inventory_with(tmp_path: Path, field: str, value: str, on_node: bool) -> Pat
 @pytest.mark.parametrize("field,on_node", [(f, True) for f in NODE_FIELDS] + [(f, False) for f in INVENTORY_FIELDS])
 @SETTINGS
 @given(value=hostile)
-def test_every_inventory_string_field_refuses_shell_text_or_keeps_it_literally(tmp_path, field, on_node, value):
+def test_every_inventory_string_field_refuses_shell_text_or_keeps_it_literally(netns_cluster, tmp_path, field,
+                                                                              on_node, value):
     path = inventory_with(tmp_path, field, value, on_node)
     try:
         inventory = load(path)
@@ -107,7 +108,22 @@ def test_every_inventory_string_field_refuses_shell_text_or_keeps_it_literally(t
         holder = inventory.nodes[0] if on_node else inventory
         literal = path.parent.resolve() / Path(os.path.expanduser(value))
         assert getattr(holder, field) == literal, "kept literally (only ~ and a relative base resolved)"
+        connect_with(netns_cluster[0], field, literal)
     no_canary()
+
+
+def connect_with(real: Inventory, field: str, literal: Path) -> None:
+    """A real node, reached with the accepted local path in `field`: the SSH login fails
+    on that (nonexistent) file, with one line, and nothing runs."""
+    node = real.nodes[0]
+    if field == "key_file":
+        inventory = real.model_copy(update={"nodes": [node.model_copy(update={"key_file": literal})]})
+    else:
+        inventory = real.model_copy(update={"nodes": [node], "known_hosts": literal, "strict_host_keys": True})
+    with Pool(inventory, connect_timeout=10) as pool:
+        with pytest.raises(NodeUnreachable) as error:
+            pool.run(node.name, f"touch {CANARY}")
+    one_line_naming(error.value, f"node {node.name}")
 
 
 @pytest.fixture(scope="module")
