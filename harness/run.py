@@ -309,8 +309,6 @@ class RunLifecycle:
                 self.record.inventory = inventory_record(inventory)
                 self._on_cluster(inventory)
             self.record.status = "checking"
-        except KeyboardInterrupt:
-            raise
         except (RunError, InventoryError, DeployError, faults.FaultError) as exc:
             self.record.status, self.record.error = "error", str(exc)
         except Exception as exc:  # noqa: BLE001 - keep what was recorded, say what broke

@@ -88,17 +88,18 @@ def _clean_up_run(lease: dict[str, Any]) -> str:
         return f"run {run_dir}: its harness (pid {lease.get('pid')}) is gone and left no run.json"
     cluster = record.get("cluster") or {}
     what = f"run {run_dir}: its harness (pid {lease.get('pid')}) was killed"
+    if record.get("status") not in ("running", "checking"):
+        return f"{what} after the run had ended ({record.get('status')}): nothing to clean up"
     if cluster.get("source") == "provisioned":
         outcome = f"{what}; its cluster {cluster.get('name')} was removed"
     else:
         problem = _heal_and_stop(run_dir, record, cluster)
         outcome = (f"{what}; faults healed and the SUT stopped" if problem is None else
                    f"{what}; clean-up failed ({problem}): run `chaos heal --store {run_dir}`")
-    if record.get("status") in ("running", "checking"):
-        record["status"] = "error"
-        record["error"] = f"the harness was killed (pid {lease.get('pid')}) before it could clean up; " \
-                          "the next chaos run cleaned up"
-        write_json(run_dir / "run.json", record)
+    record["status"] = "error"
+    record["error"] = (f"the harness was killed (pid {lease.get('pid')}) before it could clean up; "
+                       "the next chaos run cleaned up")
+    write_json(run_dir / "run.json", record)
     return outcome
 
 

@@ -203,3 +203,29 @@ def test_only_the_first_stop_signal_raises_later_ones_ask_to_wait():
     assert stop_reason(stopped.value) == "interrupted by SIGTERM" and waits == ["please wait"] * 2
     assert stop_reason(Stopped(signal.SIGINT)) == stop_reason(KeyboardInterrupt()) == "interrupted by Ctrl-C"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_leases_of_live_harnesses_are_left_alone_and_dead_ones_are_handled_once(tmp_path, monkeypatch):
+    from harness import stale
+    monkeypatch.setenv("CHAOS_HOME", str(tmp_path / "home"))
+    ended, running = tmp_path / "ended", tmp_path / "running"
+    write_json(ended / "run.json", {"status": "complete", "cluster": {"source": "provisioned"}})
+    write_json(running / "run.json", {"status": "running", "cluster": {"source": "provisioned", "name": "run-x"}})
+    mine = stale.take_lease(running)  # this process is alive: never stale
+    dead = multiprocessing.Process(target=lambda: None)
+    dead.start()
+    dead.join()
+    for run_dir in (ended, running):
+        write_json(stale.leases_dir() / f"{dead.pid}-{run_dir.name}.json",
+                   {"pid": dead.pid, "start": 1, "run_dir": str(run_dir)})
+    said: list[str] = []
+    lines = stale.clean_up_stale(said.append)
+    assert said == lines and len(lines) == 2
+    assert any("after the run had ended (complete): nothing to clean up" in line for line in lines)
+    assert any(f"run {running}: its harness (pid {dead.pid}) was killed; its cluster run-x was removed" in line
+               for line in lines)
+    assert json.loads((running / "run.json").read_text())["status"] == "error"
+    assert json.loads((ended / "run.json").read_text())["status"] == "complete"
+    assert sorted(stale.leases_dir().iterdir()) == [mine]
+    assert stale.clean_up_stale(said.append) == []  # handled once
+    stale.release_lease(mine)
