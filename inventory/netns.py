@@ -37,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 
 from inventory import sshd
 from inventory.errors import ProvisionError, one_line
-from inventory.model import NAME_PATTERN, Inventory, Node
+from inventory.model import NAME_PATTERN, PATH_PATTERN, Inventory, Node
 
 DEFAULT_NAME = "chaos"
 DEFAULT_NODES = 5
@@ -188,6 +188,9 @@ def check_can_provision(name: str, nodes: int) -> None:
     _check_name(name)
     if not MIN_NODES <= nodes <= MAX_NODES:
         raise ProvisionError(f"a local cluster has {MIN_NODES} to {MAX_NODES} nodes, not {nodes}")
+    if not re.fullmatch(PATH_PATTERN, str(chaos_home())):
+        raise ProvisionError(f"CHAOS_HOME {str(chaos_home())!r} must be an absolute path of letters, digits "
+                             f"and ._+@%=,/- (the nodes' work directories live under it)")
     _require_root("create network namespaces")
     for tool in ("ip", "ssh-keygen"):
         if shutil.which(tool) is None:

@@ -229,3 +229,14 @@ def test_leases_of_live_harnesses_are_left_alone_and_dead_ones_are_handled_once(
     assert sorted(stale.leases_dir().iterdir()) == [mine]
     assert stale.clean_up_stale(said.append) == []  # handled once
     stale.release_lease(mine)
+
+
+def test_chaos_up_refuses_a_chaos_home_its_node_paths_could_not_live_under(tmp_path, monkeypatch):
+    home = tmp_path / "a b;c"
+    monkeypatch.setenv("CHAOS_HOME", str(home))
+    result = CliRunner().invoke(cli, ["up", "--name", "never", "--nodes", "3"])
+    assert result.exit_code == EXIT_ERROR
+    assert result.output.strip().splitlines() == [
+        f"Error: CHAOS_HOME {str(home)!r} must be an absolute path of letters, digits and ._+@%=,/- "
+        "(the nodes' work directories live under it)"]
+    assert not home.exists()
