@@ -15,7 +15,7 @@ import math
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, PydanticUserError, TypeAdapter, ValidationError
 
 from inventory.model import NAME_PATTERN, PATH_PATTERN
 from nuclei.process import signal_name
@@ -82,10 +82,14 @@ _NAMES = {id(KillSignal): "KillSignal", id(Signal): "Signal", id(Probability): "
 
 def check(annotation: Any, value: Any) -> Any:
     """`value` converted to the option's type; ValueError says what is allowed."""
-    if annotation is Any or annotation is None:
-        return value
+    if annotation is Any or annotation is None or isinstance(annotation, str):
+        return value  # untyped, or a plugin's annotation that could not be resolved
     try:
-        return TypeAdapter(annotation).validate_python(value)
+        adapter = TypeAdapter(annotation)
+    except PydanticUserError:
+        return value  # not a type pydantic can check: the nemesis checks it itself
+    try:
+        return adapter.validate_python(value)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         raise ValueError(first["msg"].removeprefix("Value error, ")) from None
