@@ -75,9 +75,10 @@ def leftovers(home: Path, cluster: str) -> list[str]:
     found += [f"link {n}" for n in netns._list_links() if n.startswith(f"{netns.PREFIX}{tag}")]
     rules = subprocess.run(["iptables", "-w", "5", "-S"], capture_output=True, text=True).stdout
     found += [f"rule {r}" for r in rules.splitlines() if f"{netns.PREFIX}{tag}" in r]
-    found += [f"process {line}" for line in processes_mentioning(str(home))]
-    if (home / "clusters" / cluster).exists():
-        found.append(f"directory {home / 'clusters' / cluster}")
+    state_dir = home / "clusters" / cluster  # sshd configs and the SUT's work directories are in it
+    found += [f"process {line}" for line in processes_mentioning(f"{state_dir}/")]
+    if state_dir.exists():
+        found.append(f"directory {state_dir}")
     return found
 
 
@@ -147,8 +148,15 @@ def next_run(tmp_path: Path, home: Path) -> subprocess.CompletedProcess:
                           env={**os.environ, "CHAOS_HOME": str(home)})
 
 
+def next_up(tmp_path: Path, home: Path) -> subprocess.CompletedProcess:
+    """`chaos up` of another cluster in the same CHAOS_HOME (removed by the `home` fixture)."""
+    return subprocess.run([CHAOS, "up", "--name", f"up{os.getpid()}", "--nodes", "3"], capture_output=True,
+                          text=True, cwd=REPO, timeout=180, env={**os.environ, "CHAOS_HOME": str(home)})
+
+
 @pytest.mark.cluster
-def test_after_a_sigkill_the_next_chaos_run_removes_the_stale_cluster_first(tmp_path, home):
+@pytest.mark.parametrize("next_command", [next_run, next_up], ids=["chaos-run", "chaos-up"])
+def test_after_a_sigkill_the_next_chaos_run_or_up_removes_the_stale_cluster_first(tmp_path, home, next_command):
     store = tmp_path / "store"
     proc = start_run(home, store)
     try:
@@ -160,7 +168,7 @@ def test_after_a_sigkill_the_next_chaos_run_removes_the_stale_cluster_first(tmp_
     assert leftovers(home, cluster), "SIGKILL gives no chance to clean up: the cluster is still there"
     assert run_json(run_dir)["status"] == "running"
 
-    after = next_run(tmp_path, home)
+    after = next_command(tmp_path, home)
     assert f"clean-up first: cluster {cluster}: its owner (pid {proc.pid}) has exited" in after.stderr, after.stderr
     assert f"run {run_dir.resolve()}: its harness (pid {proc.pid}) was killed" in after.stderr
     assert leftovers(home, cluster) == []
