@@ -25,7 +25,6 @@ import nuclei
 from faults import registry
 from inventory import Inventory, InventoryError, NodeUnreachable, Pool, load
 
-pytestmark = pytest.mark.cluster
 
 CANARY_DIR = Path("/tmp") / f"chaos-canary-{os.getpid()}-{secrets.token_hex(3)}"
 CANARY = CANARY_DIR / "pwned"
