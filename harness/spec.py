@@ -75,24 +75,42 @@ def load_inventory(path: Path) -> Any:
         raise ValueError(str(exc)) from None
 
 
+def running_default_cluster(spec: "RunSpec") -> Any:
+    """The inventory of the local default cluster if the run will use it (no --inventory,
+    the cluster is up and --nodes does not ask for another size), else None."""
+    from inventory import netns
+    existing = netns.inventory_path(netns.DEFAULT_NAME)
+    if spec.inventory is not None or not existing.is_file():
+        return None
+    inventory = load_inventory(existing)
+    return inventory if spec.nodes in (None, len(inventory.nodes)) else None
+
+
 def planned_nodes(spec: "RunSpec") -> list[str]:
     """The names of the nodes the SUT will run on, known before anything starts: from the
     inventory file, else the running default local cluster, else the one a run brings up."""
     from inventory import Inventory, Node, netns
     from sut.deploy import DeployError, Deployer
-    if spec.inventory is not None:
-        inventory = load_inventory(spec.inventory)
-    else:
-        existing = netns.inventory_path(netns.DEFAULT_NAME)
-        inventory = load_inventory(existing) if existing.is_file() else None
-        if inventory is None or spec.nodes not in (None, len(inventory.nodes)):
-            size = spec.nodes or netns.DEFAULT_NODES
-            inventory = Inventory(name="planned", kind="netns", nodes=[
-                Node(name=f"n{i}", host=f"192.0.2.{i}") for i in range(1, size + 1)])
+    inventory = load_inventory(spec.inventory) if spec.inventory is not None else running_default_cluster(spec)
+    if inventory is None:
+        inventory = Inventory(name="planned", kind="netns", nodes=[
+            Node(name=f"n{i}", host=f"192.0.2.{i}") for i in range(1, (spec.nodes or netns.DEFAULT_NODES) + 1)])
     try:
         return [node.name for node in Deployer(None, inventory, spec.profile, ".", timing=spec.timing).used_nodes]
     except DeployError as exc:
         raise ValueError(str(exc)) from None
+
+
+def check_can_run_here(spec: "RunSpec") -> None:
+    """A run that brings up its own local cluster needs what `chaos up` needs (root, the
+    tools, a usable CHAOS_HOME): checked before anything exists. SpecError otherwise."""
+    from inventory import InventoryError, netns
+    if spec.inventory is not None or running_default_cluster(spec) is not None:
+        return
+    try:
+        netns.check_can_provision(netns.DEFAULT_NAME, spec.nodes or netns.DEFAULT_NODES)
+    except InventoryError as exc:
+        raise SpecError(f"cannot bring up a local cluster: {exc} (or pass --inventory FILE)") from None
 
 
 def check_faults_fit_the_nodes(spec: "RunSpec") -> None:
@@ -254,8 +272,12 @@ def build_spec(values: dict[str, Any], check_store: bool = True) -> RunSpec:
     except ValidationError as error:
         raise SpecError(describe_error(error)) from None
     if check_store:
-        try:
-            check_writable(spec.store)
-        except StoreError as exc:
-            raise SpecError(f"--store: {exc}") from None
+        check_store_writable(spec)
     return spec
+
+
+def check_store_writable(spec: RunSpec) -> None:
+    try:
+        check_writable(spec.store)
+    except StoreError as exc:
+        raise SpecError(f"--store: {exc}") from None

@@ -240,3 +240,15 @@ def test_chaos_up_refuses_a_chaos_home_its_node_paths_could_not_live_under(tmp_p
         f"Error: CHAOS_HOME {str(home)!r} must be an absolute path of letters, digits and ._+@%=,/- "
         "(the nodes' work directories live under it)"]
     assert not home.exists()
+
+
+def test_a_run_that_must_bring_up_a_local_cluster_without_root_is_refused_before_anything(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHAOS_HOME", str(tmp_path / "home"))  # no default cluster there
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    store = tmp_path / "store"
+    result = CliRunner().invoke(cli, ["run", "--store", str(store)])
+    assert result.exit_code == EXIT_ERROR
+    assert result.output.strip().splitlines() == [
+        "Error: cannot bring up a local cluster: root is needed to create network namespaces; run it as root "
+        "(e.g. with sudo) (or pass --inventory FILE)"]
+    assert not (tmp_path / "home").exists() and not store.exists()

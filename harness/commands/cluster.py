@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli import UserError
+from harness.signals import stop_signals
 from harness.stale import clean_up_stale
 from inventory import Inventory, InventoryError, Pool, load, netns
 
@@ -38,12 +39,13 @@ def up(size: int, name: str) -> None:
     started = time.monotonic()
     try:
         netns.check_can_provision(name, size)
-        clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
-        with console.status(f"creating cluster {name} with {size} nodes") as status:
-            def progress(node: str) -> None:
-                status.update(f"creating cluster {name}: node {node} of {size} is up, waiting for the rest")
+        with stop_signals():  # SIGTERM/SIGHUP: netns.up removes what it made, as on Ctrl-C
+            clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
+            with console.status(f"creating cluster {name} with {size} nodes") as status:
+                def progress(node: str) -> None:
+                    status.update(f"creating cluster {name}: node {node} of {size} is up, waiting for the rest")
 
-            inventory = netns.up(name, size, on_node=progress)
+                inventory = netns.up(name, size, on_node=progress)
     except InventoryError as error:
         raise UserError(str(error)) from None
     except OSError as error:  # e.g. CHAOS_HOME not writable

@@ -12,7 +12,8 @@ from harness.cli import UserError
 from harness.edn import EdnError, export_run, import_history
 from harness.signals import stop_signals
 from harness.stale import clean_up_stale
-from harness.spec import RunSpec, SpecError, build_spec, known_profiles, known_workloads
+from harness.spec import (RunSpec, SpecError, build_spec, check_can_run_here, check_store_writable,
+                          known_profiles, known_workloads)
 from harness.store import Store, StoreError, check_writable, find_run_dir
 
 VERDICTS = {True: "valid", False: "INVALID", "unknown": "unknown", None: "unknown"}
@@ -111,7 +112,10 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     values = dict(options, faults=faults or None, time=time_s, targets=targets or None,
                   mix=_parse_mix(mix), check=False if no_check else None)
     try:
-        spec = build_spec(values, check_store=not dry_run)
+        spec = build_spec(values, check_store=False)
+        if not dry_run:  # what a real run needs, still before anything exists
+            check_can_run_here(spec)
+            check_store_writable(spec)
     except SpecError as exc:
         raise UserError(str(exc)) from None
     from harness.run import RunLifecycle, plan_summary
