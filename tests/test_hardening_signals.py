@@ -7,12 +7,14 @@ own (so it never uses, or sweeps, anybody's default cluster).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -105,20 +107,28 @@ def stop(proc: subprocess.Popen) -> tuple[str, str]:
             proc.communicate()
 
 
+@contextlib.contextmanager
+def run_in_a_fault(home: Path, store: Path, *where: str) -> Iterator[tuple[subprocess.Popen, Path, list[str]]]:
+    """A `chaos run` once a partition is on: (process, run directory, [stdout, stderr] once it ends)."""
+    proc = start_run(home, store, *where)
+    output: list[str] = []
+    try:
+        yield proc, wait_for(lambda: run_dir_with_fault_on(store), 180, "a partition to start"), output
+    finally:
+        output += stop(proc)
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_stop_signal_mid_fault_heals_and_removes_the_run_cluster(tmp_path, home, signum):
     store = tmp_path / "store"
-    proc = start_run(home, store)
-    try:
-        run_dir = wait_for(lambda: run_dir_with_fault_on(store), 180, "a partition to start")
+    with run_in_a_fault(home, store) as (proc, run_dir, output):
         cluster = run_json(run_dir)["cluster"]["name"]
         proc.send_signal(signum)
         if signum == signal.SIGTERM:  # a second signal during the clean-up only asks to wait
             wait_for(lambda: "heal" in run_json(run_dir)["timings"]["phases"], 60, "the clean-up")
             proc.send_signal(signum)
-    finally:
-        out, err = stop(proc)
+    out, err = output
     assert proc.returncode == 130, err
     record = run_json(run_dir)
     reason = "interrupted by Ctrl-C" if signum == signal.SIGINT else f"interrupted by {signum.name}"
@@ -158,13 +168,9 @@ def next_up(tmp_path: Path, home: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("next_command", [next_run, next_up], ids=["chaos-run", "chaos-up"])
 def test_after_a_sigkill_the_next_chaos_run_or_up_removes_the_stale_cluster_first(tmp_path, home, next_command):
     store = tmp_path / "store"
-    proc = start_run(home, store)
-    try:
-        run_dir = wait_for(lambda: run_dir_with_fault_on(store), 180, "a partition to start")
+    with run_in_a_fault(home, store) as (proc, run_dir, _):
         cluster = run_json(run_dir)["cluster"]["name"]
         proc.send_signal(signal.SIGKILL)
-    finally:
-        stop(proc)
     assert leftovers(home, cluster), "SIGKILL gives no chance to clean up: the cluster is still there"
     assert run_json(run_dir)["status"] == "running"
 
@@ -181,12 +187,8 @@ def test_after_a_sigkill_on_a_lasting_cluster_the_next_run_heals_its_journal_and
         tmp_path, home, make_cluster):
     inventory, pool = make_cluster(3)
     store = tmp_path / "store"
-    proc = start_run(home, store, "--inventory", str(inventory.source))
-    try:
-        run_dir = wait_for(lambda: run_dir_with_fault_on(store), 180, "a partition to start")
+    with run_in_a_fault(home, store, "--inventory", str(inventory.source)) as (proc, run_dir, _):
         proc.send_signal(signal.SIGKILL)
-    finally:
-        stop(proc)
     workdirs = [node.workdir for node in inventory.nodes]
     assert any(nuclei.chain_rules(pool, n) for n in inventory.names), "the partition is still applied"
     assert sut_processes(workdirs), "the SUT still runs"
