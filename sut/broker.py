@@ -372,6 +372,10 @@ class Broker(Service):
         if reply.code != RC.SUCCESS:
             self._lost_namesrv(client, f"registration refused: {reply.fields.get('error')}")
             return
+        self._namesrv_knows_us(client, reply)
+
+    def _namesrv_knows_us(self, client: RpcClient, reply: Command) -> None:
+        """A successful registration or heartbeat: this nameserver routes to us again."""
         if client.address not in self.registered:
             self.log.info("registered with nameserver %s", client.address)
             self.registered.add(client.address)
@@ -388,7 +392,7 @@ class Broker(Service):
         if reply.code != RC.SUCCESS:  # the nameserver forgot us (restart or expiry)
             self.registration_changed()
         else:
-            self.ha.on_registered(reply.fields)
+            self._namesrv_knows_us(client, reply)
 
     def _lost_namesrv(self, client: RpcClient, why: str) -> None:
         if client.address in self.registered:
