@@ -335,21 +335,24 @@ class ControllerHA(HAStrategy):
         """What the SSS should be now, from the live links (computed under the alter lock).
 
         Members stay while linked and (if `judge_lag`) caught up within
-        haMaxTimeSlaveNotCatchup; linked slaves that caught up join."""
-        limit = self.settings.ha_max_time_slave_not_catchup_ms / 1000
-        now = time.monotonic()
+        haMaxTimeSlaveNotCatchup; linked slaves that caught up recently join."""
         links = self.master_side.links if self.master_side else {}
         keep = {self.controller_id}
         for member in self._local_sss() - {self.controller_id}:
-            if member in links and (not judge_lag
-                                    or now - self._caught_up.get(member, 0.0) <= limit):
+            if member in links and (not judge_lag or self._fresh(member)):
                 keep.add(member)
-        keep |= {b for b, link in links.items() if b not in keep and self._catching_up(link)}
+        keep |= {b for b, link in links.items()
+                 if b not in keep and self._fresh(b) and self._catching_up(link)}
         return keep
+
+    def _fresh(self, broker_id: int) -> bool:
+        """The slave had everything the master had within haMaxTimeSlaveNotCatchup."""
+        limit = self.settings.ha_max_time_slave_not_catchup_ms / 1000
+        return time.monotonic() - self._caught_up.get(broker_id, 0.0) <= limit
 
     def _maybe_expand(self, link: SlaveLink) -> None:
         if (self._role is Role.MASTER and link.broker_id not in self._local_sss()
-                and self._catching_up(link)):
+                and self._fresh(link.broker_id) and self._catching_up(link)):
             self._schedule_alter(f"slave {link.broker_id} caught up")
 
     def _schedule_alter(self, why: str) -> None:
