@@ -1,0 +1,137 @@
+"""RIP-32 slave acting master (profile `acting-master`) with real processes on loopback:
+the route presents the smallest-id slave as a read-only id 0 while the master is
+gone, consumption and offset commits continue there, and a returning master stays
+out of the routes until its pre-online pulled those offsets."""
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+
+from controller_support import wait_until
+from sut import admin
+from sut.client import Consumer, Producer
+from sut.local import LocalCluster
+from sut.outcome import Outcome
+from sut.protocol import RequestCode, ResponseCode
+
+TOPIC = "chaos"
+GROUP = "acting-test"
+BROKER_TIMEOUT_MS = 4000  # the nameserver's; long enough to pause the acting slave briefly
+
+
+def cluster(tmp_path) -> LocalCluster:
+    return LocalCluster("acting-master", tmp_path / "cluster", timing="fast",
+                        overrides={"namesrv": {"broker_timeout_ms": BROKER_TIMEOUT_MS}})
+
+
+def route(c: LocalCluster) -> dict:
+    reply = asyncio.run(admin.call(c.namesrv_addrs[0], RequestCode.GET_ROUTE, {"topic": TOPIC},
+                                   timeout=3.0))
+    assert reply.code == ResponseCode.SUCCESS, reply.fields
+    return json.loads(reply.body)
+
+
+def route_ids(c: LocalCluster) -> dict[str, str]:
+    return route(c)["brokers"][0]["addrs"]
+
+
+def send(c: LocalCluster, count: int, prefix: str) -> list[str]:
+    async def go():
+        async with Producer(c.namesrv_addrs, send_timeout=3.0) as producer:
+            results = [await producer.send(TOPIC, f"{prefix}-{i}".encode(), queue=i % 4)
+                       for i in range(count)]
+        return [r.msg_id for r in results if r.outcome == Outcome.OK]
+    return asyncio.run(go())
+
+
+async def consume(consumer: Consumer, want: int, timeout: float = 20.0) -> list[str]:
+    """Poll until `want` messages arrived (or the time is up); commit after each batch."""
+    got: list[str] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        result = await consumer.poll(max_count=8, suspend_ms=100)
+        got += [m.msg_id for m in result.messages]
+        if result.messages:
+            assert all(r.outcome == Outcome.OK for r in await consumer.commit())
+    return got
+
+
+def committed(c: LocalCluster, addr: str) -> dict[str, int]:
+    """The consumer group's committed offsets held by one broker (its metadata document)."""
+    reply = asyncio.run(admin.call(addr, RequestCode.GET_ALL_METADATA, {}, timeout=3.0))
+    return json.loads(reply.body)["offsets"].get(GROUP, {})
+
+
+def test_without_its_master_the_smallest_slave_serves_read_only_and_keeps_the_offsets(tmp_path):
+    with cluster(tmp_path) as c:
+        c.start_all(timeout=60)
+        master, acting, other = (c.address(f"broker-a-{i}") for i in range(3))
+        sent = send(c, 40, "before")
+        assert len(sent) == 40
+
+        async def first_half():
+            async with Consumer(c.namesrv_addrs, GROUP) as consumer:
+                await consumer.subscribe(TOPIC)
+                return await consume(consumer, 20)
+        first = asyncio.run(first_half())
+        assert len(first) >= 20
+        wait_until(lambda: committed(c, acting) == committed(c, master) != {}, 20,
+                   "the slaves to copy the master's consumer offsets")
+
+        killed_at = time.monotonic()
+        c.kill("broker-a-0")
+        wait_until(lambda: route_ids(c) == {"0": acting, "2": other}, 30,
+                   "the route to show the smallest slave as id 0")
+        took = time.monotonic() - killed_at
+        assert took < BROKER_TIMEOUT_MS / 1000 + 5, f"acting master after {took:.1f}s"
+        assert route(c)["queues"][0]["perm"] & 2 == 0, "an acting master must be read-only"
+        wait_until(lambda: admin.run_sync(admin.process_status(acting))["acting_master"], 10,
+                   "the slave to learn it acts as master")
+        assert send(c, 2, "no-master") == []  # no writable queue: producers fail over or fail
+
+        async def rest():
+            async with Consumer(c.namesrv_addrs, GROUP) as consumer:
+                await consumer.subscribe(TOPIC)  # positions from the acting master
+                return await consume(consumer, 40 - len(first))
+        second = asyncio.run(rest())
+        assert sorted(first + second) == sorted(sent), "consumption continued without a gap"
+        on_acting = committed(c, acting)
+        assert sum(on_acting.values()) == 40
+
+        # pre-online: with the acting slave paused the returning master cannot pull the
+        # newer offsets, so it must stay out of the route
+        c.send_signal("broker-a-1", signal.SIGSTOP)
+        try:
+            c.start("broker-a-0")
+            wait_until(lambda: (s := admin.run_sync(admin.process_status(master))) and s["ha_role"]
+                       == "master", 30, "the master process to be up")
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:
+                assert master not in route_ids(c).values(), "routable before pre-online"
+                time.sleep(0.2)
+        finally:
+            c.send_signal("broker-a-1", signal.SIGCONT)
+        wait_until(lambda: route_ids(c).get("0") == master, 30, "the master to be routable again")
+        assert committed(c, master) == on_acting, "offsets committed to the acting slave rolled back"
+        wait_until(lambda: not admin.run_sync(admin.process_status(acting))["acting_master"], 10,
+                   "the slave to stop acting")
+
+        later = send(c, 4, "after")
+        assert len(later) == 4
+
+        async def resume():
+            async with Consumer(c.namesrv_addrs, GROUP) as consumer:
+                await consumer.subscribe(TOPIC)
+                return await consume(consumer, 4, timeout=10.0)
+        assert sorted(asyncio.run(resume())) == sorted(later), "no redelivery after the return"
+
+
+def test_a_slave_that_does_not_act_as_master_refuses_consumer_offset_requests(tmp_path):
+    with cluster(tmp_path) as c:
+        c.start_all(timeout=60)
+        reply = asyncio.run(admin.call(c.address("broker-a-2"), RequestCode.COMMIT_CONSUMER_OFFSET,
+                                       {"topic": TOPIC, "queue_id": 0, "group": GROUP,
+                                        "offset": 1}))
+        assert reply.code == ResponseCode.NOT_MASTER and "act as master" in reply.fields["error"]
