@@ -93,7 +93,8 @@ def ha_dump(cluster) -> str:
 
 def run_schedule(profile: str, tmp_path, seed: int) -> tuple[list[str], list[str], list[str],
                                                               list[str]]:
-    """(acked ids, attempted ids, ids read afterwards, fault log)."""
+    """(acked ids, attempted ids, ids read afterwards, fault log); the log's last line
+    says how long the group took to be whole again after the last fault."""
     ok: list[str] = []
     attempted: list[str] = []
     log: list[str] = []
@@ -112,10 +113,12 @@ def run_schedule(profile: str, tmp_path, seed: int) -> tuple[list[str], list[str
         for name, proc in cluster.popen.items():  # nothing may stay stopped or dead
             if proc.poll() is None:
                 cluster.send_signal(name, signal.SIGCONT)
+        healed = time.monotonic()
         try:
             wait_until(lambda: whole(cluster), 90, f"{profile} to be whole again after {log}")
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{ha_dump(cluster)}") from None
+        log.append(f"whole again after {time.monotonic() - healed:.1f}s")
         return ok, attempted, read_all_message_ids(cluster.namesrv_addrs), log
 
 
