@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import json
 import signal
+from typing import Any, Awaitable, Callable
 
 from controller_support import eventually, read_all_message_ids, wait_until
 from sut import admin
@@ -77,67 +78,62 @@ async def uncertain_then_checked(group: Group, leader: Controller, client, first
     return first_reply, await second_call
 
 
-def agree(group: Group) -> dict:
-    """The group's metadata, the same on every controller once all applied."""
+async def settled(group: Group, leader: Controller) -> dict:
+    """The group's metadata once every controller applied what the leader did (all equal)."""
+    await eventually(lambda: all(c.raft.applied_index == leader.raft.applied_index
+                                 for c in group.controllers.values()), 20,
+                     "every controller to apply the same entries")
     states = [c.metadata.groups[GROUP].to_dict() for c in group.controllers.values()]
     assert all(s == states[0] for s in states), states
     return states[0]
 
 
-def test_an_election_that_timed_out_and_then_committed_fences_the_deposed_masters_later_alter(
-        tmp_path):
+def race(tmp_path, body: Callable[[Group, Controller, Any], Awaitable[None]]) -> None:
+    """Three in-process controllers with the race timing, brokers 1-3 registered and 1
+    elected; `body(group, leader, client)` drives the interleaving."""
     async def scenario():
         group = Group(tmp_path, raft_timing=RACE_RAFT_TIMING)
         await group.start_all()
         client = group.client()
         try:
-            leader = await group_of_three(group, client)
-            state = leader.metadata.groups[GROUP]
-            await client.call(Q.CONTROLLER_ALTER_SYNC_STATE_SET, alter_fields(state, "1,2,3"))
-            elect = (Q.CONTROLLER_ELECT_MASTER,
-                     {"broker_name": GROUP, "broker_id": 2, "designate": True})
-            stale_alter = (Q.CONTROLLER_ALTER_SYNC_STATE_SET, alter_fields(state, "1,3"))
-            elected, altered = await uncertain_then_checked(group, leader, client, elect,
-                                                            stale_alter)
-            assert elected.code == RC.SYSTEM_ERROR, elected.fields  # may or may not happen
-            assert altered.code == RC.CONTROLLER_FENCED_SSS_EPOCH, altered.fields
-            await eventually(lambda: all(c.raft.applied_index == leader.raft.applied_index
-                                         for c in group.controllers.values()), 20,
-                             "every controller to apply the same entries")
-            final = agree(group)
-            # the election took effect; the deposed master's alter did not
-            assert final["master_id"] == 2 and final["sync_state_set"] == [2], final
+            await body(group, await group_of_three(group, client), client)
         finally:
             await client.close()
             await group.stop_all()
     asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_an_election_that_timed_out_and_then_committed_fences_the_deposed_masters_later_alter(
+        tmp_path):
+    async def body(group, leader, client):
+        state = leader.metadata.groups[GROUP]
+        await client.call(Q.CONTROLLER_ALTER_SYNC_STATE_SET, alter_fields(state, "1,2,3"))
+        elect = (Q.CONTROLLER_ELECT_MASTER,
+                 {"broker_name": GROUP, "broker_id": 2, "designate": True})
+        stale_alter = (Q.CONTROLLER_ALTER_SYNC_STATE_SET, alter_fields(state, "1,3"))
+        elected, altered = await uncertain_then_checked(group, leader, client, elect, stale_alter)
+        assert elected.code == RC.SYSTEM_ERROR, elected.fields  # may or may not happen
+        assert altered.code == RC.CONTROLLER_FENCED_SSS_EPOCH, altered.fields
+        final = await settled(group, leader)
+        # the election took effect; the deposed master's alter did not
+        assert final["master_id"] == 2 and final["sync_state_set"] == [2], final
+    race(tmp_path, body)
 
 
 def test_an_alter_checked_after_an_uncertain_alter_at_the_same_epochs_is_answered_fenced(
         tmp_path):
-    async def scenario():
-        group = Group(tmp_path, raft_timing=RACE_RAFT_TIMING)
-        await group.start_all()
-        client = group.client()
-        try:
-            leader = await group_of_three(group, client)
-            state = leader.metadata.groups[GROUP]
-            before = state.sss_epoch
-            grow = (Q.CONTROLLER_ALTER_SYNC_STATE_SET, alter_fields(state, "1,2,3"))
-            other = (Q.CONTROLLER_ALTER_SYNC_STATE_SET, alter_fields(state, "1,2"))
-            grown, second = await uncertain_then_checked(group, leader, client, grow, other)
-            assert grown.code == RC.SYSTEM_ERROR, grown.fields
-            assert second.code == RC.CONTROLLER_FENCED_SSS_EPOCH, second.fields
-            await eventually(lambda: all(c.raft.applied_index == leader.raft.applied_index
-                                         for c in group.controllers.values()), 20,
-                             "every controller to apply the same entries")
-            final = agree(group)
-            # only the first of the two changes checked at one SSS epoch took effect
-            assert final["sync_state_set"] == [1, 2, 3] and final["sss_epoch"] == before + 1
-        finally:
-            await client.close()
-            await group.stop_all()
-    asyncio.run(asyncio.wait_for(scenario(), 120))
+    async def body(group, leader, client):
+        state = leader.metadata.groups[GROUP]
+        before = state.sss_epoch
+        grow = (Q.CONTROLLER_ALTER_SYNC_STATE_SET, alter_fields(state, "1,2,3"))
+        other = (Q.CONTROLLER_ALTER_SYNC_STATE_SET, alter_fields(state, "1,2"))
+        grown, second = await uncertain_then_checked(group, leader, client, grow, other)
+        assert grown.code == RC.SYSTEM_ERROR, grown.fields
+        assert second.code == RC.CONTROLLER_FENCED_SSS_EPOCH, second.fields
+        final = await settled(group, leader)
+        # only the first of the two changes checked at one SSS epoch took effect
+        assert final["sync_state_set"] == [1, 2, 3] and final["sss_epoch"] == before + 1
+    race(tmp_path, body)
 
 
 def race_cluster(tmp_path) -> LocalCluster:
