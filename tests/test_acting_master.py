@@ -11,8 +11,10 @@ import time
 
 from controller_support import wait_until
 from sut import admin
-from sut.client import Consumer, Producer
+from sut.broker import PERM_READ, PERM_WRITE
+from sut.client import Consumer, Producer, TopicRoute
 from sut.local import LocalCluster
+from sut.namesrv import LiveBroker, RouteTable
 from sut.outcome import Outcome
 from sut.protocol import RequestCode, ResponseCode
 
@@ -135,3 +137,33 @@ def test_a_slave_that_does_not_act_as_master_refuses_consumer_offset_requests(tm
                                        {"topic": TOPIC, "queue_id": 0, "group": GROUP,
                                         "offset": 1}))
         assert reply.code == ResponseCode.NOT_MASTER and "act as master" in reply.fields["error"]
+
+
+def test_a_route_with_an_acting_master_offers_only_the_other_groups_queues_for_writing():
+    table = RouteTable()
+    for name, broker_id, addr in (("broker-a", 1, "a1"), ("broker-a", 2, "a2"),
+                                  ("broker-b", 0, "b0")):
+        table.register(LiveBroker("c", name, broker_id, addr, None, "", "master-slave",
+                                  acting_master=True), {TOPIC: {"queues": 4, "perm": 6}})
+    table.topic_queues[TOPIC]["broker-a"] = {"queues": 4, "perm": 6}  # from its dead master
+    got = TopicRoute.from_json(table.route(TOPIC))
+    assert got.brokers["broker-a"] == {0: "a1", 2: "a2"}  # smallest slave shown as id 0
+    assert {q.broker_name for q in got.message_queues(PERM_WRITE)} == {"broker-b"}
+    assert {q.broker_name for q in got.message_queues(PERM_READ)} == {"broker-a", "broker-b"}
+
+
+def test_a_lightweight_heartbeat_puts_the_broker_back_in_a_nameserver_it_had_lost(tmp_path):
+    # full registrations a minute apart: only a heartbeat can bring it back quickly
+    with LocalCluster("acting-master", tmp_path / "cluster", timing="fast", overrides={
+            "namesrv": {"broker_timeout_ms": 60000},
+            **{f"broker-a-{i}": {"register_interval_ms": 60000} for i in range(3)}}) as c:
+        c.start_all(timeout=60)
+        slave = c.address("broker-a-1")
+        c.send_signal("namesrv", signal.SIGSTOP)
+        try:
+            wait_until(lambda: admin.run_sync(admin.process_status(slave))["registered"] == [],
+                       20, "the broker to notice the nameserver is gone")
+        finally:
+            c.send_signal("namesrv", signal.SIGCONT)
+        wait_until(lambda: admin.run_sync(admin.process_status(slave))["registered"]
+                   == c.namesrv_addrs, 10, "a heartbeat to register the broker again")
