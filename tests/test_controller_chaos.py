@@ -85,7 +85,13 @@ def ha_dump(cluster) -> str:
     lines = []
     for name in brokers(cluster):
         st = status(cluster, name)
-        brief = None if st is None else {k: st.get(k) for k in (
+        if st is None:  # not running (say why) or not answering
+            code = cluster.popen[name].poll()
+            out = cluster.data_dir(name) / "broker.out"
+            last = out.read_text().strip().splitlines()[-1:] if out.exists() else []
+            lines.append(f"{name}: no status (exit code {code}; last output {last})")
+            continue
+        brief = {k: st.get(k) for k in (
             "ready", "ha_role", "broker_id", "max_offset", "confirm_offset", "registered", "ha")}
         lines.append(f"{name}: {json.dumps(brief, sort_keys=True)}")
     return "\n".join(lines)
