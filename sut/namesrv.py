@@ -215,6 +215,7 @@ class NameServer(Service):
         self.table = RouteTable()
         self._conns: dict[str, Connection] = {}        # broker addr -> its latest connection
         self._acting: dict[str, str | None] = {}       # broker name -> acting master addr
+        self._pushes: set[asyncio.Task] = set()
         self.controller: Any = None  # an embedded sut.controller.server.Controller
         self.server = RpcServer(config.host, config.port, self.handle, self.log,
                                 max_frame=config.max_frame_bytes)
@@ -276,7 +277,9 @@ class NameServer(Service):
             for member in self.table.groups.get(name, {}).values():
                 conn = self._conns.get(member)
                 if conn is not None:
-                    asyncio.get_running_loop().create_task(self._push(conn, fields))
+                    task = asyncio.get_running_loop().create_task(self._push(conn, fields))
+                    self._pushes.add(task)  # keep a reference until it is sent
+                    task.add_done_callback(self._pushes.discard)
 
     async def _push(self, conn: Connection, fields: dict[str, Any]) -> None:
         try:

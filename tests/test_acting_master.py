@@ -9,14 +9,14 @@ import json
 import signal
 import time
 
-from controller_support import wait_until
+from controller_support import eventually, free_ports, wait_until
 from sut import admin
 from sut.broker import PERM_READ, PERM_WRITE
 from sut.client import Consumer, Producer, TopicRoute
 from sut.local import LocalCluster
-from sut.namesrv import LiveBroker, RouteTable
+from sut.namesrv import LiveBroker, NameServer, NameServerConfig, RouteTable
 from sut.outcome import Outcome
-from sut.protocol import RequestCode, ResponseCode
+from sut.protocol import RequestCode, ResponseCode, RpcClient
 
 TOPIC = "chaos"
 GROUP = "acting-test"
@@ -167,3 +167,29 @@ def test_a_lightweight_heartbeat_puts_the_broker_back_in_a_nameserver_it_had_los
             c.send_signal("namesrv", signal.SIGCONT)
         wait_until(lambda: admin.run_sync(admin.process_status(slave))["registered"]
                    == c.namesrv_addrs, 10, "a heartbeat to register the broker again")
+
+
+def test_the_nameserver_pushes_the_new_acting_master_to_the_group_when_the_master_leaves(tmp_path):
+    async def scenario():
+        port = free_ports(1)[0]
+        namesrv = NameServer(NameServerConfig(data_dir=str(tmp_path), port=port))
+        await namesrv.start()
+        pushed: list[dict] = []
+        slave = RpcClient("127.0.0.1", port, on_push=lambda cmd: pushed.append(cmd.fields))
+        master = RpcClient("127.0.0.1", port)
+        try:
+            for client, broker_id, addr in ((master, 0, "m:1"), (slave, 1, "s:1")):
+                reply = await client.call(RequestCode.REGISTER_BROKER, {
+                    "cluster": "c", "broker_name": "broker-a", "broker_id": broker_id,
+                    "addr": addr, "enable_acting_master": True})
+                assert reply.code == ResponseCode.SUCCESS
+            await master.call(RequestCode.UNREGISTER_BROKER, {
+                "broker_name": "broker-a", "broker_id": 0, "addr": "m:1"})
+            await eventually(lambda: pushed, 5, "a push to the remaining slave")
+            assert pushed[-1]["acting_master_addr"] == "s:1"
+            assert pushed[-1]["broker_name"] == "broker-a"
+        finally:
+            await slave.close()
+            await master.close()
+            await namesrv.stop()
+    asyncio.run(scenario())
