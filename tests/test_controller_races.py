@@ -142,7 +142,10 @@ def race_cluster(tmp_path) -> LocalCluster:
     overrides = {n: broker_ha(slave_timeout_ms=1000, ha_max_time_slave_not_catchup_ms=1500,
                               heartbeat_timeout_ms=60000, ha_housekeeping_ms=60000)
                  for n in names}
-    overrides.update({f"controller-{i}": {"raft_timing": RACE_RAFT_TIMING,
+    # the followers stay stopped while X catches up and sends time out: an election
+    # timeout of 18 s keeps the leader (and its uncertain entries) on a loaded machine
+    timing = {**RACE_RAFT_TIMING, "max_heartbeat_leak": 60}
+    overrides.update({f"controller-{i}": {"raft_timing": timing,
                                           "broker_heartbeat_timeout_ms": 60000}
                       for i in range(3)})
     return LocalCluster("controller-3", tmp_path / "cluster", timing="fast", overrides=overrides)
