@@ -20,7 +20,7 @@ from sut.protocol import RequestCode, ResponseCode, RpcClient
 
 TOPIC = "chaos"
 GROUP = "acting-test"
-BROKER_TIMEOUT_MS = 4000  # the nameserver's; long enough to pause the acting slave briefly
+BROKER_TIMEOUT_MS = 8000  # the nameserver's: the acting slave is paused for a few seconds
 
 
 def cluster(tmp_path) -> LocalCluster:
