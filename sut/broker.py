@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sut.broker_metadata import MetadataVersion, merge_document, metadata_document, parse_document
 from sut.config import ConfigError, parse, split_address
 from sut.ha import HAStrategy, Role, strategy_class
 from sut.message import MAX_MSG_ID, Message, valid_topic
@@ -53,6 +54,8 @@ class BrokerConfig:
     register_interval_ms: int = 30000       # [registerNameServerPeriod]
     heartbeat_interval_ms: int = 1000       # [brokerHeartbeatInterval] (lightweight)
     offset_flush_interval_ms: int = 5000    # [flushConsumerOffsetInterval]
+    metadata_sync_interval_ms: int = 10000  # SlaveSynchronize period: slaves copy topics/offsets
+    slave_acting_master: bool = False       # [enableSlaveActingMaster] (RIP-32)
     max_pull_count: int = 32                # [maxTransferCountOnMessageInMemory]
     max_pull_bytes: int = 256 * 1024        # [maxTransferBytesOnMessageInMemory]
     max_suspend_ms: int = 15000             # longest long-polling pull
@@ -74,7 +77,8 @@ class BrokerConfig:
         if self.store.max_message_bytes + 1024 > self.max_frame_bytes:
             return "max_frame_bytes must exceed store.max_message_bytes"
         if min(self.register_interval_ms, self.heartbeat_interval_ms,
-               self.offset_flush_interval_ms, self.max_pull_count, self.max_pull_bytes) <= 0:
+               self.offset_flush_interval_ms, self.metadata_sync_interval_ms,
+               self.max_pull_count, self.max_pull_bytes) <= 0:
             return "intervals and pull limits must be positive"
         return None
 
@@ -102,8 +106,14 @@ class Broker(Service):
         self.ha: HAStrategy = ha_class(self, ha_settings)
         self.server = RpcServer(config.host, config.port, self.handle, self.log,
                                 max_frame=config.max_frame_bytes)
-        self._namesrv = [RpcClient(*split_address(a, "namesrv_addrs")) for a in config.namesrv_addrs]
+        self._namesrv = [RpcClient(*split_address(a, "namesrv_addrs"), on_push=self._on_namesrv_push)
+                         for a in config.namesrv_addrs]
         self.registered: set[str] = set()
+        self.metadata_version = MetadataVersion()
+        self.master_addr: str | None = None   # the group's master, as the nameservers say
+        self.acting_master = False            # RIP-32: this slave acts as the group's master
+        self._pre_online_done = False
+        self._peers: dict[str, RpcClient] = {}
         self._register_now = asyncio.Event()
         self._started = False
         self._handlers = {
@@ -115,6 +125,7 @@ class Broker(Service):
             RequestCode.COMMIT_CONSUMER_OFFSET: self._on_commit_offset,
             RequestCode.QUERY_CONSUMER_OFFSET: self._on_query_offset,
             RequestCode.CREATE_TOPIC: self._on_create_topic,
+            RequestCode.GET_ALL_METADATA: self._on_get_all_metadata,
             RequestCode.BROKER_STATUS: self._on_status,
             RequestCode.PROCESS_STATUS: self._on_status,
         }
@@ -150,6 +161,7 @@ class Broker(Service):
         self._started = True
         self.spawn(self._registration_loop(), "namesrv-registration")
         self.spawn(self._offset_flush_loop(), "offset-flush")
+        self.spawn(self._metadata_sync_loop(), "metadata-sync")
         self.log.info("broker %s id %d (%s, %s) serving on %s, store end %d", self.config.broker_name,
                       self.ha.broker_id, self.config.ha_mode, self.ha.role.value, self.address,
                       self.store.max_offset)
@@ -160,7 +172,7 @@ class Broker(Service):
         if self._started:
             await self._unregister()
         await self.ha.stop()
-        for client in self._namesrv:
+        for client in [*self._namesrv, *self._peers.values()]:
             await client.close()
         self.offsets.persist()
         await self.store.close()
@@ -295,11 +307,25 @@ class Broker(Service):
         offset = get_field(cmd, "offset", int)
         if not group or offset < 0:
             raise BadRequest("group must be non-empty and offset >= 0")
+        if self._refuses_master_only():
+            return self._not_acting(cmd)
         self.offsets.commit(group, topic, queue_id, offset)
+        self.metadata_version.bump()
         return cmd.reply(RC.SUCCESS)
+
+    def _refuses_master_only(self) -> bool:
+        """RIP-32: only the master, or the slave acting for it, serves consumer offsets."""
+        return (self.config.slave_acting_master and self.ha.role is Role.SLAVE
+                and not self.acting_master)
+
+    def _not_acting(self, cmd: Command) -> Command:
+        return cmd.reply(RC.NOT_MASTER, {"error": f"broker {self.address} is a slave and does not "
+                                                  f"act as master of {self.config.broker_name}"})
 
     def _on_query_offset(self, cmd: Command, conn: Connection) -> Command:
         topic, queue_id = self._queue_arg(cmd)
+        if self._refuses_master_only():
+            return self._not_acting(cmd)
         offset = self.offsets.get(get_field(cmd, "group", str), topic, queue_id)
         if offset is None:
             return cmd.reply(RC.QUERY_NOT_FOUND, {"error": "no committed offset"})
@@ -312,8 +338,13 @@ class Broker(Service):
             raise BadRequest("need a valid topic name and 1..1024 queues")
         if self.topics.create(topic, queues):
             self.log.info("created topic %s with %d queues", topic, queues)
+            self.metadata_version.bump()
             self.registration_changed()
         return cmd.reply(RC.SUCCESS)
+
+    def _on_get_all_metadata(self, cmd: Command, conn: Connection) -> Command:
+        return cmd.reply(RC.SUCCESS, {"data_version": self.metadata_version.counter},
+                         metadata_document(self.topics, self.offsets, self.metadata_version))
 
     def _on_status(self, cmd: Command, conn: Connection) -> Command:
         return cmd.reply(RC.SUCCESS, self.status())
@@ -328,7 +359,8 @@ class Broker(Service):
                 "max_offset": self.store.max_offset, "confirm_offset": self.ha.confirm_offset(),
                 "flushed_offset": self.store.flushed_offset, "sync_count": self.store.sync_count,
                 "registered": sorted(self.registered), "topics": dict(self.topics.topics),
-                "ha": self.ha.status()}
+                "acting_master": self.acting_master, "pre_online_done": self._pre_online_done,
+                "metadata_version": self.metadata_version.counter, "ha": self.ha.status()}
 
     @property
     def ready(self) -> bool:
@@ -337,7 +369,8 @@ class Broker(Service):
     # -- nameserver registration ----------------------------------------------------------
     def _registration_fields(self) -> dict[str, Any]:
         return {"cluster": self.config.cluster, "broker_name": self.config.broker_name,
-                "addr": self.address, "ha_mode": self.config.ha_mode, **self.ha.registration()}
+                "addr": self.address, "ha_mode": self.config.ha_mode,
+                "enable_acting_master": self.config.slave_acting_master, **self.ha.registration()}
 
     async def _registration_loop(self) -> None:
         """Full registration every register_interval_ms (or when something changed),
@@ -351,8 +384,9 @@ class Broker(Service):
                 next_full = 0.0
             elif self._register_now.is_set() or time.monotonic() >= next_full:
                 self._register_now.clear()
-                next_full = time.monotonic() + self.config.register_interval_ms / 1000
-                await asyncio.gather(*(self._register(c) for c in self._namesrv))
+                if await self._pre_online():
+                    next_full = time.monotonic() + self.config.register_interval_ms / 1000
+                    await asyncio.gather(*(self._register(c) for c in self._namesrv))
             else:
                 await asyncio.gather(*(self._heartbeat(c) for c in self._namesrv))
             try:
@@ -372,10 +406,31 @@ class Broker(Service):
         if reply.code != RC.SUCCESS:
             self._lost_namesrv(client, f"registration refused: {reply.fields.get('error')}")
             return
+        self._namesrv_knows_us(client, reply)
+
+    def _namesrv_knows_us(self, client: RpcClient, reply: Command) -> None:
+        """A successful registration or heartbeat: this nameserver routes to us again."""
         if client.address not in self.registered:
             self.log.info("registered with nameserver %s", client.address)
             self.registered.add(client.address)
+        self._learn_group(reply.fields)
         self.ha.on_registered(reply.fields)
+
+    def _learn_group(self, fields: dict[str, Any]) -> None:
+        """The group's master (or acting master) from a nameserver answer or push."""
+        master = fields.get("master_addr")
+        self.master_addr = master if isinstance(master, str) and master else None
+        acting = (self.config.slave_acting_master and self.ha.role is Role.SLAVE
+                  and self.master_addr is None and fields.get("acting_master_addr") == self.address)
+        if acting != self.acting_master:
+            self.acting_master = acting
+            self.log.info("%s as master of %s (RIP-32)", "acting" if acting else "no longer acting",
+                          self.config.broker_name)
+
+    def _on_namesrv_push(self, cmd: Command) -> None:
+        if (cmd.code == RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE
+                and cmd.fields.get("broker_name") == self.config.broker_name):
+            self._learn_group(cmd.fields)
 
     async def _heartbeat(self, client: RpcClient) -> None:
         fields = {"broker_name": self.config.broker_name, "broker_id": self.ha.broker_id,
@@ -386,9 +441,10 @@ class Broker(Service):
             self._lost_namesrv(client, str(exc))
             return
         if reply.code != RC.SUCCESS:  # the nameserver forgot us (restart or expiry)
+            self._pre_online_done = False
             self.registration_changed()
         else:
-            self.ha.on_registered(reply.fields)
+            self._namesrv_knows_us(client, reply)
 
     def _lost_namesrv(self, client: RpcClient, why: str) -> None:
         if client.address in self.registered:
@@ -403,6 +459,72 @@ class Broker(Service):
                 await client.call(RequestCode.UNREGISTER_BROKER, fields, timeout=1.0)
             except RpcError:
                 pass
+
+    # -- metadata replication and RIP-32 pre-online -----------------------------------------
+    def _peer(self, addr: str) -> RpcClient:
+        if addr not in self._peers:
+            self._peers[addr] = RpcClient(*split_address(addr, "peer broker"))
+        return self._peers[addr]
+
+    async def _metadata_sync_loop(self) -> None:
+        """A slave copies the master's topics and consumer offsets (SlaveSynchronize)."""
+        while True:
+            await asyncio.sleep(self.config.metadata_sync_interval_ms / 1000)
+            if self.ha.role is Role.SLAVE and self.master_addr and self.master_addr != self.address:
+                await self._pull_metadata(self.master_addr)
+
+    async def _pull_metadata(self, addr: str) -> bool:
+        """Merge another broker's metadata document into ours; False if it did not answer."""
+        try:
+            reply = await self._peer(addr).call(RequestCode.GET_ALL_METADATA, {}, timeout=3.0)
+        except RpcError as exc:
+            self.log.debug("metadata from %s: %s", addr, exc)
+            return False
+        if reply.code != RC.SUCCESS:
+            return False
+        try:
+            moved = merge_document(parse_document(reply.body, addr), self.topics, self.offsets)
+        except ValueError as exc:
+            self.log.warning("%s", exc)
+            return False
+        if moved:
+            self.metadata_version.bump()
+            self.log.info("copied %d consumer offsets from %s", moved, addr)
+        return True
+
+    async def _pre_online(self) -> bool:
+        """RIP-32: a master that returns stays out of the routes until it has pulled the
+        consumer offsets committed meanwhile to the slave acting for it."""
+        if (self._pre_online_done or not self.config.slave_acting_master
+                or self.ha.role is not Role.MASTER or not self._namesrv):
+            return True
+        members = await self._member_group()
+        if members is None:
+            return False
+        acting, brokers = members
+        if acting and acting != self.address and not await self._pull_metadata(acting):
+            self.log.warning("pre-online: acting master %s did not answer; staying offline", acting)
+            return False
+        for addr in brokers:
+            if addr not in (acting, self.address):
+                await self._pull_metadata(addr)  # best effort: slaves hold synced copies
+        self._pre_online_done = True
+        self.log.info("pre-online done (acting master was %s); registering", acting or "none")
+        return True
+
+    async def _member_group(self) -> tuple[str | None, list[str]] | None:
+        """(acting master addr, member addrs) from the first nameserver that answers."""
+        for client in self._namesrv:
+            try:
+                reply = await client.call(RequestCode.GET_BROKER_MEMBER_GROUP,
+                                          {"broker_name": self.config.broker_name}, timeout=3.0)
+                brokers = json.loads(reply.body)["brokers"]
+            except (RpcError, ValueError, KeyError, TypeError) as exc:
+                self.log.debug("member group from %s: %s", client.address, exc)
+                continue
+            if reply.code == RC.SUCCESS and isinstance(brokers, dict):
+                return reply.fields.get("acting_master_addr"), [str(a) for a in brokers.values()]
+        return None
 
     async def _offset_flush_loop(self) -> None:
         while True:

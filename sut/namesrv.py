@@ -7,6 +7,14 @@ a topic comes only from the group's master (brokerId 0) registration and
 stays while any broker of the group is alive, so with a dead master the
 route still lists the group with only its slaves: clients can read but not
 write. Nameservers keep no state on disk and do not talk to each other.
+
+RIP-32 (slave acting master): when a group whose brokers enable it has no
+master, the route presents its live slave with the smallest broker id as
+id 0 without write permission (producers go to other groups; consumers keep
+reading and committing offsets there). Registration and heartbeat answers
+name that acting master, and a change is pushed at once to the group's
+brokers (NOTIFY_MIN_BROKER_ID_CHANGE); GET_BROKER_MEMBER_GROUP lists a group's
+live members for a returning master's pre-online.
 """
 from __future__ import annotations
 
@@ -19,11 +27,13 @@ from typing import Any
 from sut.config import parse
 from sut.process import Service, StartupError
 from sut.protocol import (
-    MAX_FRAME_BYTES, BadRequest, Command, Connection, RequestCode, ResponseCode, RpcServer, get_field,
+    FLAG_ONEWAY, MAX_FRAME_BYTES, BadRequest, Command, Connection, RequestCode, ResponseCode,
+    RpcServer, get_field,
 )
 
 RC = ResponseCode
 MASTER_ID = 0
+PERM_WRITE = 2
 
 
 @dataclass
@@ -68,6 +78,7 @@ class LiveBroker:
     ha_mode: str
     last_seen: float = field(default_factory=time.monotonic)
     epoch: int = 0  # controller mode: the master epoch (RocketMQ's stateVersion)
+    acting_master: bool = False  # [enableSlaveActingMaster] of this broker (RIP-32)
 
 
 class RouteTable:
@@ -151,11 +162,33 @@ class RouteTable:
             return None
         return {"topic": topic,
                 "queues": [{"broker_name": n, "read_queues": queues[n]["queues"],
-                            "write_queues": queues[n]["queues"], "perm": queues[n].get("perm", 6)}
+                            "write_queues": queues[n]["queues"], "perm": self._perm(n, queues[n])}
                            for n in names],
                 "brokers": [{"broker_name": n, "cluster": self.clusters.get(n, ""),
-                             "addrs": {str(i): a for i, a in sorted(self.groups[n].items())}}
+                             "addrs": {str(i): a for i, a in sorted(self.route_ids(n).items())}}
                             for n in names]}
+
+    def acting_master(self, broker_name: str) -> tuple[int, str] | None:
+        """RIP-32: the (id, addr) of the slave acting as master of a masterless group."""
+        group = self.groups.get(broker_name, {})
+        if not group or MASTER_ID in group:
+            return None
+        if not any(self.live[a].acting_master for a in group.values() if a in self.live):
+            return None
+        broker_id = min(group)
+        return broker_id, group[broker_id]
+
+    def route_ids(self, broker_name: str) -> dict[int, str]:
+        """The group's id -> addr as clients see it: an acting master shows as id 0."""
+        group = dict(self.groups.get(broker_name, {}))
+        acting = self.acting_master(broker_name)
+        if acting is not None:
+            group[MASTER_ID] = group.pop(acting[0])
+        return group
+
+    def _perm(self, broker_name: str, data: dict[str, int]) -> int:
+        perm = data.get("perm", 6)
+        return perm & ~PERM_WRITE if self.acting_master(broker_name) is not None else perm
 
     def master_of(self, broker_name: str) -> LiveBroker | None:
         addr = self.groups.get(broker_name, {}).get(MASTER_ID)
@@ -180,6 +213,9 @@ class NameServer(Service):
         super().__init__(config.data_dir)
         self.config = config
         self.table = RouteTable()
+        self._conns: dict[str, Connection] = {}        # broker addr -> its latest connection
+        self._acting: dict[str, str | None] = {}       # broker name -> acting master addr
+        self._pushes: set[asyncio.Task] = set()
         self.controller: Any = None  # an embedded sut.controller.server.Controller
         self.server = RpcServer(config.host, config.port, self.handle, self.log,
                                 max_frame=config.max_frame_bytes)
@@ -189,6 +225,7 @@ class NameServer(Service):
             RequestCode.BROKER_HEARTBEAT: self._on_heartbeat,
             RequestCode.GET_ROUTE: self._on_route,
             RequestCode.GET_CLUSTER_INFO: self._on_cluster_info,
+            RequestCode.GET_BROKER_MEMBER_GROUP: self._on_member_group,
             RequestCode.PROCESS_STATUS: self._on_status,
         }
 
@@ -218,7 +255,38 @@ class NameServer(Service):
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return cmd.reply(RC.REQUEST_CODE_NOT_SUPPORTED, {"error": f"unknown request code {cmd.code}"})
-        return handler(cmd)
+        if cmd.code in (RequestCode.REGISTER_BROKER, RequestCode.BROKER_HEARTBEAT):
+            addr = cmd.fields.get("addr")
+            if isinstance(addr, str):
+                self._conns[addr] = conn
+        reply = handler(cmd)
+        self._notify_acting_changes()
+        return reply
+
+    def _notify_acting_changes(self) -> None:
+        """Push the group's master fields to its brokers when its acting master changed."""
+        for name in set(self._acting) | set(self.table.groups):
+            acting = self.table.acting_master(name)
+            addr = acting[1] if acting else None
+            if self._acting.get(name) == addr:
+                continue
+            self._acting[name] = addr
+            if addr is not None:
+                self.log.info("group %s has no master: %s acts as master (read-only)", name, addr)
+            fields = {"broker_name": name, **self._master_fields(name)}
+            for member in self.table.groups.get(name, {}).values():
+                conn = self._conns.get(member)
+                if conn is not None:
+                    task = asyncio.get_running_loop().create_task(self._push(conn, fields))
+                    self._pushes.add(task)  # keep a reference until it is sent
+                    task.add_done_callback(self._pushes.discard)
+
+    async def _push(self, conn: Connection, fields: dict[str, Any]) -> None:
+        try:
+            await conn.send(Command(RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE, fields,
+                                    flags=FLAG_ONEWAY))
+        except (ConnectionError, OSError):
+            pass  # the member learns it from its next heartbeat answer
 
     def _on_register(self, cmd: Command) -> Command:
         info = LiveBroker(cluster=get_field(cmd, "cluster", str),
@@ -228,7 +296,8 @@ class NameServer(Service):
                           ha_addr=get_field(cmd, "ha_addr", str, None),
                           role=get_field(cmd, "role", str, ""),
                           ha_mode=get_field(cmd, "ha_mode", str, ""),
-                          epoch=get_field(cmd, "epoch", int, 0))
+                          epoch=get_field(cmd, "epoch", int, 0),
+                          acting_master=get_field(cmd, "enable_acting_master", bool, False))
         topics = _topics_body(cmd.body)
         known = info.addr in self.table.live
         if not self.table.register(info, topics):
@@ -243,9 +312,18 @@ class NameServer(Service):
     def _master_fields(self, broker_name: str) -> dict[str, Any]:
         """What registration and heartbeat answers tell a broker about its group's master."""
         master = self.table.master_of(broker_name)
-        if master is None:
-            return {}
-        return {"master_addr": master.addr, "master_ha_addr": master.ha_addr}
+        if master is not None:
+            return {"master_addr": master.addr, "master_ha_addr": master.ha_addr}
+        acting = self.table.acting_master(broker_name)
+        if acting is not None:
+            return {"acting_master_id": acting[0], "acting_master_addr": acting[1]}
+        return {}
+
+    def _on_member_group(self, cmd: Command) -> Command:
+        name = get_field(cmd, "broker_name", str)
+        members = {str(i): a for i, a in sorted(self.table.groups.get(name, {}).items())}
+        return cmd.reply(RC.SUCCESS, self._master_fields(name),
+                         json.dumps({"broker_name": name, "brokers": members}).encode())
 
     def _on_unregister(self, cmd: Command) -> Command:
         addr = get_field(cmd, "addr", str)
@@ -280,8 +358,10 @@ class NameServer(Service):
             for addr in self.table.expired(timeout):
                 info = self.table.remove(addr)
                 if info is not None:
+                    self._conns.pop(addr, None)
                     self.log.warning("broker %s id %d at %s expired (no heartbeat for %.1fs)",
                                      info.broker_name, info.broker_id, addr, timeout)
+            self._notify_acting_changes()
 
 
 def _topics_body(body: bytes) -> dict[str, dict[str, int]]:

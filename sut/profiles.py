@@ -95,6 +95,7 @@ TIMINGS: dict[str, dict[str, int]] = {
         "sync_flush_timeout_ms": 5000,           # syncFlushTimeout
         "checkpoint_interval_ms": 1000,          # flushIntervalConsumeQueue
         "offset_flush_interval_ms": 5000,        # flushConsumerOffsetInterval
+        "metadata_sync_interval_ms": 10000,      # SlaveSynchronize period (topics, offsets)
         # classic HA
         "slave_timeout_ms": 3000,                # slaveTimeout
         "ha_heartbeat_interval_ms": 5000,        # haSendHeartbeatInterval
@@ -140,6 +141,7 @@ BROKER_BASE: dict[str, Any] = {
     "register_interval_ms": Timing("broker_register_interval_ms"),
     "heartbeat_interval_ms": Timing("broker_heartbeat_interval_ms"),
     "offset_flush_interval_ms": Timing("offset_flush_interval_ms"),
+    "metadata_sync_interval_ms": Timing("metadata_sync_interval_ms"),
     "store": {"flush_disk_type": "ASYNC_FLUSH",
               "flush_interval_ms": Timing("flush_interval_ms"),
               "sync_flush_timeout_ms": Timing("sync_flush_timeout_ms"),
@@ -154,21 +156,22 @@ MASTER_SLAVE_HA: dict[str, Any] = {
 }
 
 
-def _master_slave(name: str, master_role: str, description: str) -> Profile:
+def _master_slave(name: str, master_role: str, description: str, slaves: int = 1,
+                  acting_master: bool = False) -> Profile:
     def broker(proc: str, node: int, broker_id: int, role: str) -> ProcessSpec:
         ha = {**MASTER_SLAVE_HA, "broker_role": role}
         if role == "SYNC_MASTER":
             ha["in_sync_replicas"] = 2
         return ProcessSpec(proc, "broker", node, {**BROKER_BASE, "broker_name": "broker-a",
                                                   "broker_id": broker_id, "ha_mode": "master-slave",
-                                                  "ha": ha})
+                                                  "slave_acting_master": acting_master, "ha": ha})
     # An async master acks before its slave has the data: a machine crash of the
     # master loses what the slave had not pulled (kill -9 keeps the page cache).
     unsafe = ("crash",) if master_role == "ASYNC_MASTER" else ()
     return Profile(name, description, (
         ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
         broker("broker-a-0", 0, 0, master_role),
-        broker("broker-a-1", 1, 1, "SLAVE"),
+        *(broker(f"broker-a-{i}", i, i, "SLAVE") for i in range(1, slaves + 1)),
     ), mode="master-slave", expected_safe=not unsafe, unsafe_under=unsafe)
 
 
@@ -259,6 +262,14 @@ PROFILES: dict[str, Profile] = {
     "master-slave-async": _master_slave(
         "master-slave-async", "ASYNC_MASTER",
         "classic HA: an ASYNC_MASTER acks before its slave has the data, no failover"),
+    # RIP-32: no write failover; a masterless group is served read-only by its
+    # smallest-id slave. SYNC_MASTER acks with one slave's copy, so it is as safe as
+    # master-slave-sync (acting masters never take writes).
+    "acting-master": _master_slave(
+        "acting-master", "SYNC_MASTER",
+        "RIP-32 slave acting master: 1 SYNC_MASTER + 2 slaves; without a master the slave "
+        "with the smallest id serves reads and consumer offsets read-only as id 0",
+        slaves=2, acting_master=True),
     "single-broker": Profile("single-broker", "one nameserver and one broker, no replication "
                              "(smoke tests and benchmarks)", (
         ProcessSpec("namesrv", "namesrv", 0, NAMESRV),

@@ -60,12 +60,15 @@ class RequestCode(enum.IntEnum):
     QUERY_CONSUMER_OFFSET = 16
     BROKER_STATUS = 17
     CREATE_TOPIC = 18
+    GET_ALL_METADATA = 19   # topics + consumer offsets (RocketMQ GET_ALL_TOPIC_CONFIG/CONSUMER_OFFSET)
     # nameserver
     REGISTER_BROKER = 100
     UNREGISTER_BROKER = 101
     BROKER_HEARTBEAT = 102
     GET_ROUTE = 103
     GET_CLUSTER_INFO = 104
+    GET_BROKER_MEMBER_GROUP = 105     # RIP-32: the live members of a broker group
+    NOTIFY_MIN_BROKER_ID_CHANGE = 106  # RIP-32: nameserver -> brokers, the acting master changed
     # replication between brokers (classic HA and AutoSwitch)
     HA_HANDSHAKE = 200
     HA_TRANSFER = 201

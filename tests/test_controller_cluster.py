@@ -22,7 +22,7 @@ class Group:
         self.settings = ControllerSettings(
             controller_addrs=[f"127.0.0.1:{ports[i]}" for i in range(n)],
             raft_addrs=[f"127.0.0.1:{ports[n + i]}" for i in range(n)],
-            raft_timing="test", **overrides)
+            **{"raft_timing": "test", **overrides})
         self.tmp_path = tmp_path
         self.controllers: dict[str, Controller] = {}
 

@@ -45,8 +45,11 @@ from sut.process import StartupError
 from sut.protocol import Command, RequestCode, ResponseCode
 
 RC = ResponseCode
-FENCED_CODES = {RC.CONTROLLER_FENCED_MASTER_ID, RC.CONTROLLER_FENCED_MASTER_EPOCH,
-                RC.CONTROLLER_FENCED_SSS_EPOCH}
+# Alter-SSS answers after which the proposal certainly did not and will not commit
+# (checked and refused). Anything else but SUCCESS leaves the outcome uncertain.
+DEFINITE_REFUSALS = {RC.CONTROLLER_BROKER_NOT_ALIVE, RC.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                     RC.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+                     RC.CONTROLLER_BROKER_METADATA_NOT_EXIST}
 
 
 @dataclass
@@ -119,7 +122,10 @@ class ControllerHA(HAStrategy):
         self.master_addr = ""
         self.sss: set[int] = set()
         self.sss_epoch = 0
-        self.pending_sss: set[int] | None = None
+        self.pending_sss: set[int] | None = None   # union of unsettled proposals
+        self._proposed: set[int] | None = None     # the latest proposal
+        self._sss_uncertain = False                 # a proposal may still commit
+        self._alter_queued = False
         self._confirm = 0
         self._caught_up: dict[int, float] = {}
         self._waiters: list[_Waiter] = []
@@ -301,9 +307,8 @@ class ControllerHA(HAStrategy):
         self._maybe_expand(link)
 
     def on_link_closed(self, link: SlaveLink) -> None:
-        local = self._local_sss()
-        if self._role is Role.MASTER and link.broker_id in local:
-            self._background_task(self._alter(local - {link.broker_id}, "its link closed"))
+        if self._role is Role.MASTER and link.broker_id in self._local_sss():
+            self._schedule_alter(f"the link of slave {link.broker_id} closed")
         self._update_confirm()
 
     def on_confirm(self, confirm_offset: int) -> None:
@@ -316,48 +321,78 @@ class ControllerHA(HAStrategy):
     # ----- SyncStateSet maintenance (master) -----
 
     def _local_sss(self) -> set[int]:
-        return set(self.pending_sss if self.pending_sss is not None else self.sss)
+        """The set the master is moving to: its latest proposal, else the known SSS."""
+        return set(self._proposed if self._proposed is not None else self.sss)
 
-    def _maybe_expand(self, link: SlaveLink) -> None:
-        if (self._role is not Role.MASTER or link.learner or not link.reported
-                or link.broker_id in self._local_sss() or self._alter_lock.locked()):
-            return
-        epoch_start = self.epochs.last().start_offset if self.epochs.last() else 0
-        if link.ack >= self.confirm_offset() and link.ack >= epoch_start:
-            self._background_task(self._alter(self._local_sss() | {link.broker_id},
-                                              f"slave {link.broker_id} caught up"))
+    def _catching_up(self, link: SlaveLink) -> bool:
+        """A slave that may join the SSS: it has everything confirmed in this epoch."""
+        last = self.epochs.last()
+        epoch_start = last.start_offset if last else 0
+        return (not link.learner and link.reported and link.ack >= self.confirm_offset()
+                and link.ack >= epoch_start)
 
-    def _shrunk_sss(self) -> set[int]:
-        """The local SSS without slaves that are gone or behind for too long."""
-        limit = self.settings.ha_max_time_slave_not_catchup_ms / 1000
-        now = time.monotonic()
+    def _desired_sss(self, judge_lag: bool) -> set[int]:
+        """What the SSS should be now, from the live links (computed under the alter lock).
+
+        Members stay while linked and (if `judge_lag`) caught up within
+        haMaxTimeSlaveNotCatchup; linked slaves that caught up recently join."""
         links = self.master_side.links if self.master_side else {}
         keep = {self.controller_id}
         for member in self._local_sss() - {self.controller_id}:
-            if member in links and now - self._caught_up.get(member, 0.0) <= limit:
+            if member in links and (not judge_lag or self._fresh(member)):
                 keep.add(member)
+        keep |= {b for b, link in links.items()
+                 if b not in keep and self._fresh(b) and self._catching_up(link)}
         return keep
 
-    async def _check_sss_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.check_sync_state_set_interval_ms / 1000)
-            if self._role is not Role.MASTER or not self.role_known:
-                continue
-            shrunk = self._shrunk_sss()
-            if shrunk != self._local_sss():
-                await self._alter(shrunk, "slaves fell behind")
-            elif self.pending_sss is not None:
-                await self._alter(self.pending_sss, "retrying a pending change")
+    def _fresh(self, broker_id: int) -> bool:
+        """The slave had everything the master had within haMaxTimeSlaveNotCatchup."""
+        limit = self.settings.ha_max_time_slave_not_catchup_ms / 1000
+        return time.monotonic() - self._caught_up.get(broker_id, 0.0) <= limit
 
-    async def _alter(self, new_set: set[int], why: str) -> None:
+    def _maybe_expand(self, link: SlaveLink) -> None:
+        if (self._role is Role.MASTER and link.broker_id not in self._local_sss()
+                and self._fresh(link.broker_id) and self._catching_up(link)):
+            self._schedule_alter(f"slave {link.broker_id} caught up")
+
+    def _schedule_alter(self, why: str) -> None:
+        if not self._alter_queued:  # one queued alter recomputes everything when it runs
+            self._alter_queued = True
+            self._background_task(self._alter(why))
+
+    async def _check_sss_loop(self) -> None:
+        interval = self.settings.check_sync_state_set_interval_ms / 1000
+        limit = self.settings.ha_max_time_slave_not_catchup_ms / 1000
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            # After this process was suspended every slave looks stale only because we
+            # were not running: judge lag again once acks had a round to arrive.
+            resumed = now - last > interval + limit
+            last = now
+            if self._role is Role.MASTER and self.role_known:
+                await self._alter("periodic check" if not resumed else
+                                  "periodic check after a pause (lag not judged)",
+                                  judge_lag=not resumed)
+
+    async def _alter(self, why: str, judge_lag: bool = True) -> None:
+        """Move the SSS towards what the links say, through the controller.
+
+        While an outcome is uncertain (no answer, a fence, a commit that timed
+        out) acks count the union of the known set and every set proposed
+        since; it is dropped only when the real set is known (a success, or the
+        replica info at a newer SSS epoch)."""
+        self._alter_queued = False
         async with self._alter_lock:
             if self._role is not Role.MASTER or not self.role_known:
                 return
-            if new_set == self.sss:
-                self.pending_sss = None
+            new_set = self._desired_sss(judge_lag)
+            if new_set == self._local_sss() and self.pending_sss is None:
                 return
             epoch, sss_epoch = self.master_epoch, self.sss_epoch
-            self.pending_sss = set(new_set)
+            self._proposed = new_set
+            self.pending_sss = (self.pending_sss or set()) | new_set
             self._update_confirm()
             try:
                 reply = await self.controller.call(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, {
@@ -365,24 +400,38 @@ class ControllerHA(HAStrategy):
                     "master_epoch": epoch, "sss_epoch": sss_epoch,
                     "sync_state_set": encode_ids(new_set)})
             except ControllerUnavailable as exc:
-                self.log.warning("SyncStateSet change to %s (%s) pending: %s", sorted(new_set), why,
-                                 exc)
-                return  # keep the union until the controller answers
-            if self.master_epoch != epoch:
+                self.log.warning("SyncStateSet change to %s (%s) uncertain: %s", sorted(new_set),
+                                 why, exc)
+                return  # keep the union; the next check retries
+            if self.master_epoch != epoch or self._role is not Role.MASTER:
                 return  # the role changed meanwhile
-            if reply.code == RC.SUCCESS:
-                self.sss, self.sss_epoch = decode_ids(reply.fields.get("sync_state_set")), \
-                    reply.fields["sss_epoch"]
-                self.pending_sss = None
-                self.log.info("SyncStateSet is now %s (epoch %d): %s", sorted(self.sss),
-                              self.sss_epoch, why)
-            else:
-                self.pending_sss = None
-                self.log.warning("controller refused SyncStateSet %s: %s", sorted(new_set),
-                                 reply.fields.get("error", reply.code))
-                if reply.code in FENCED_CODES:
-                    self._background_task(self._sync_replica_info())
+            self._on_alter_reply(reply, new_set, why)
             self._update_confirm()
+
+    def _on_alter_reply(self, reply: Command, new_set: set[int], why: str) -> None:
+        if reply.code == RC.SUCCESS:
+            if reply.fields["sss_epoch"] > self.sss_epoch:
+                self._adopt_sss(decode_ids(reply.fields.get("sync_state_set")),
+                                reply.fields["sss_epoch"])
+            self.log.info("SyncStateSet is now %s (epoch %d): %s", sorted(self.sss),
+                          self.sss_epoch, why)
+            return
+        error = reply.fields.get("error", reply.code)
+        self._proposed = None
+        if reply.code in DEFINITE_REFUSALS and not self._sss_uncertain:
+            self.pending_sss = None
+            self.log.warning("controller refused SyncStateSet %s: %s", sorted(new_set), error)
+            return
+        # fenced, or a commit that may still happen: keep acking with the union
+        self._sss_uncertain = True
+        self.log.warning("SyncStateSet %s uncertain (%s); acking with %s until the controller's "
+                         "set is known", sorted(new_set), error, sorted(self.effective_sss()))
+        self._background_task(self._sync_replica_info())
+
+    def _adopt_sss(self, sss: set[int], sss_epoch: int) -> None:
+        """The controller's real set is known: every earlier proposal is settled."""
+        self.sss, self.sss_epoch = sss, sss_epoch
+        self.pending_sss, self._proposed, self._sss_uncertain = None, None, False
 
     # ----- joining the controller group -----
 
@@ -509,7 +558,8 @@ class ControllerHA(HAStrategy):
         address = info.get("master_address") or ""
         elect = False
         async with self._role_lock:
-            newer = epoch > self.master_epoch or not self.role_known
+            # a fenced broker (role unknown) takes the same epoch again, never an older one
+            newer = epoch > self.master_epoch or (not self.role_known and epoch >= self.master_epoch)
             if master_id != NO_MASTER and address and newer:
                 if master_id == self.controller_id:
                     await self._become_master(epoch, int(info.get("sss_epoch", 0)),
@@ -518,9 +568,7 @@ class ControllerHA(HAStrategy):
                     await self._become_slave(master_id, address, epoch, source)
             elif master_id == self.controller_id and epoch == self.master_epoch \
                     and self._role is Role.MASTER and int(info.get("sss_epoch", 0)) > self.sss_epoch:
-                self.sss = decode_ids(info.get("sync_state_set"))
-                self.sss_epoch = int(info["sss_epoch"])
-                self.pending_sss = None
+                self._adopt_sss(decode_ids(info.get("sync_state_set")), int(info["sss_epoch"]))
                 self._update_confirm()
             elif master_id == NO_MASTER or not address:
                 if epoch > self.master_epoch and self.role_known:
@@ -556,8 +604,7 @@ class ControllerHA(HAStrategy):
         self._role, self.role_known = Role.MASTER, True
         self.master_epoch, self.master_id = epoch, self.controller_id
         self.master_addr = self.broker.ha_address
-        self.sss = sss or {self.controller_id}
-        self.sss_epoch, self.pending_sss = sss_epoch, None
+        self._adopt_sss(sss or {self.controller_id}, sss_epoch)
         now = time.monotonic()
         self._caught_up = {m: now for m in self.sss}
         self._update_confirm()
@@ -583,7 +630,7 @@ class ControllerHA(HAStrategy):
     def _step_down(self) -> None:
         was_master = self._role is Role.MASTER
         self._role = Role.SLAVE
-        self.sss, self.pending_sss = set(), None
+        self._adopt_sss(set(), self.sss_epoch)
         self._fail_waiters()
         self.master_side.drop_all("no longer master")
         if was_master:

@@ -6,9 +6,15 @@ epoch. A request is first *checked* against the current state on the leader,
 which yields a Decision: a response code, reply fields and the events that
 would make it true. The events go through the Raft log; every controller
 applies committed events in log order with `apply`, so all replicas hold the
-same state. Checks never mutate state; `apply` never refuses (a checked event
-is always applicable to the state it was checked against, and the leader
-serialises check -> commit -> apply).
+same state. Checks never mutate state.
+
+A request's check and its entry's apply are not atomic: a commit that timed
+out (or whose requester went away) may still apply after later requests were
+checked against state that lacked it. So the events that depend on the group's
+epochs (AlterSyncStateSet, ElectMaster) carry the master epoch and SSS epoch
+they were checked against, and `apply` skips them when the group has moved on
+(it returns False). Of two requests checked against the same epochs, at most
+one takes effect.
 """
 from __future__ import annotations
 
@@ -47,12 +53,16 @@ class UpdateBrokerAddress:
 class AlterSyncStateSet:
     broker_name: str
     sync_state_set: tuple[int, ...]
+    expect_master_epoch: int | None = None  # the epochs it was checked against;
+    expect_sss_epoch: int | None = None     # None (old log entries): unconditional
 
 
 @dataclass(frozen=True)
 class ElectMaster:
     broker_name: str
     new_master: int | None  # None: the old master is gone and nobody qualified
+    expect_master_epoch: int | None = None
+    expect_sss_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,14 @@ class BrokerGroup:
     master_epoch: int = 0
     sync_state_set: set[int] = field(default_factory=set)
     sss_epoch: int = 0
+
+    def at_epochs(self, master_epoch: int | None, sss_epoch: int | None) -> bool:
+        """Whether an event checked at these epochs still applies (None: unchecked)."""
+        return ((master_epoch is None or master_epoch == self.master_epoch)
+                and (sss_epoch is None or sss_epoch == self.sss_epoch))
+
+    def epochs(self) -> tuple[int, int]:
+        return self.master_epoch, self.sss_epoch
 
     @property
     def next_broker_id(self) -> int:
@@ -157,9 +175,10 @@ class ControllerMetadata:
 
     # ----- apply (every controller, committed order) -----
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event) -> bool:
+        """Apply a committed event; False if it was skipped as stale (see the module doc)."""
         handler = getattr(self, f"_apply_{type(event).__name__}")
-        handler(event)
+        return handler(event) is not False
 
     def _apply_ApplyBrokerId(self, ev: ApplyBrokerId) -> None:
         group = self.groups.setdefault(ev.broker_name, BrokerGroup(ev.cluster, ev.broker_name))
@@ -171,21 +190,24 @@ class ControllerMetadata:
         if group is not None and ev.broker_id in group.addresses:
             group.addresses[ev.broker_id] = ev.address
 
-    def _apply_AlterSyncStateSet(self, ev: AlterSyncStateSet) -> None:
+    def _apply_AlterSyncStateSet(self, ev: AlterSyncStateSet) -> bool:
         group = self.groups.get(ev.broker_name)
-        if group is not None:
-            group.sync_state_set = set(ev.sync_state_set)
-            group.sss_epoch += 1
+        if group is None or not group.at_epochs(ev.expect_master_epoch, ev.expect_sss_epoch):
+            return False
+        group.sync_state_set = set(ev.sync_state_set)
+        group.sss_epoch += 1
+        return True
 
-    def _apply_ElectMaster(self, ev: ElectMaster) -> None:
+    def _apply_ElectMaster(self, ev: ElectMaster) -> bool:
         group = self.groups.get(ev.broker_name)
-        if group is None:
-            return
+        if group is None or not group.at_epochs(ev.expect_master_epoch, ev.expect_sss_epoch):
+            return False
         group.master_id = ev.new_master
         group.master_epoch += 1
         if ev.new_master is not None:
             group.sync_state_set = {ev.new_master}
             group.sss_epoch += 1
+        return True
 
     def _apply_CleanBrokerData(self, ev: CleanBrokerData) -> None:
         group = self.groups.get(ev.broker_name)
@@ -278,7 +300,7 @@ class ControllerMetadata:
                            f"new SyncStateSet {sorted(new_set)} does not contain master {master_id}")
         return Decision(ResponseCode.SUCCESS,
                         {"sss_epoch": group.sss_epoch + 1, "sync_state_set": sorted(new_set)},
-                        [AlterSyncStateSet(broker_name, tuple(sorted(new_set)))])
+                        [AlterSyncStateSet(broker_name, tuple(sorted(new_set)), master_epoch, sss_epoch)])
 
     def elect_master(self, broker_name: str, broker_id: int | None, designate: bool,
                      is_alive: AlivePredicate, info: InfoGetter, unclean: bool) -> Decision:
@@ -308,13 +330,13 @@ class ControllerMetadata:
                              "master_epoch": group.master_epoch + 1,
                              "sss_epoch": group.sss_epoch + 1,
                              "sync_state_set": [new_master]},
-                            [ElectMaster(broker_name, new_master)])
+                            [ElectMaster(broker_name, new_master, *group.epochs())])
         if broker_id is None and group.master_id is not None:
             # The controller saw the master die and nobody can take over: record that the
             # group is masterless (a new epoch, so the old master is fenced if it returns).
             return Decision(ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE,
                             {"master_id": NO_MASTER, "master_epoch": group.master_epoch + 1},
-                            [ElectMaster(broker_name, None)],
+                            [ElectMaster(broker_name, None, *group.epochs())],
                             f"master of {broker_name} is down and no replica can take over")
         if broker_id is None:
             return _reject(ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE,

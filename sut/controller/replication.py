@@ -25,6 +25,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,6 +57,16 @@ class HAError(Exception):
 
 # --------------------------------------------------------------------------- master side
 
+def caught_up_time(link: "SlaveLink", master_end: int) -> float:
+    """The latest monotonic time at which the slave's ack shows it had all the master had."""
+    if link.ack >= master_end:
+        return time.monotonic()
+    best = 0.0
+    while link.marks and link.marks[0][0] <= link.ack:
+        best = max(best, link.marks.popleft()[1])
+    return best
+
+
 @dataclass
 class SlaveLink:
     """The master's view of one connected slave."""
@@ -64,9 +75,10 @@ class SlaveLink:
     broker_id: int
     learner: bool
     ack: int = -1                     # -1 until the slave reported where its log ends
-    caught_up_at: float = 0.0         # monotonic time the slave last had all we had sent
-    last_sent_end: int = -1           # master end when everything had been sent last
-    last_sent_at: float = 0.0
+    caught_up_at: float = 0.0         # monotonic time at which the slave had all we had
+    # (master log end, monotonic time) at each transfer: an ack reaching `end` means the
+    # slave had, at that time, everything the master had (busy or idle pusher alike)
+    marks: deque = field(default_factory=lambda: deque(maxlen=256))
     last_seen: float = field(default_factory=time.monotonic)
     pusher: asyncio.Task | None = None
 
@@ -179,10 +191,7 @@ class MasterSide:
                                               name=f"ha-push-{link.broker_id}")
         else:
             link.ack = max(link.ack, offset)
-        if link.ack >= link.last_sent_end >= 0:
-            # caught up: now if it has everything, else as of the last time all was sent
-            link.caught_up_at = (time.monotonic() if link.ack >= self.store.max_offset
-                                 else link.last_sent_at)
+        link.caught_up_at = max(link.caught_up_at, caught_up_time(link, self.store.max_offset))
         self.hooks.on_ack(link)
 
     async def _push(self, link: SlaveLink, offset: int) -> None:
@@ -205,7 +214,7 @@ class MasterSide:
                 else:
                     last = self.epochs.last()
                     epoch_start = last.start_offset if last else 0
-                    link.last_sent_end, link.last_sent_at = offset, time.monotonic()
+                link.marks.append((end, time.monotonic()))
                 confirm = self.hooks.confirm_offset()
                 now = time.monotonic()
                 if data or confirm != last_confirm or now - last_send >= self.timing.heartbeat_s:

@@ -6,7 +6,12 @@ state machine); others answer CONTROLLER_NOT_LEADER with the leader's address.
 A write request is checked against the state, its events are proposed as one
 Raft entry, and the answer goes out after that entry is applied. Requests are
 serialised by one lock, as RocketMQ's single-threaded event scheduler, so each
-check sees the effect of every earlier request.
+check sees the effect of every earlier request that is known to have
+committed. A commit that timed out (or whose requester went away) may still
+apply later, after requests checked without it: its epoch-dependent events
+carry the epochs they were checked against and are skipped at apply time when
+the group moved on, and a request whose events were skipped is answered as
+fenced (metadata.py), never as a success.
 
 Heartbeats are accepted by every controller (brokers send them to all), so a
 new leader already knows who is alive. Liveness is per controller, not
@@ -182,25 +187,37 @@ class Controller:
 
     # ----- the replicated state machine -----
 
-    def _apply(self, entry: Entry) -> None:
-        """Apply one committed Raft entry (a JSON list of events) on this controller."""
+    def _apply(self, entry: Entry) -> bool:
+        """Apply one committed Raft entry (a JSON list of events) on this controller.
+
+        Returns whether every event took effect (False: skipped as stale)."""
         try:
             events = [event_from_dict(raw) for raw in json.loads(entry.data)]
         except (ValueError, TypeError) as exc:
             self.log.error("skipping malformed controller log entry %d: %s", entry.index, exc)
-            return
-        for event in events:
-            self.metadata.apply(event)
+            return False
+        applied = [self.metadata.apply(event) for event in events]
+        if not all(applied):
+            self.log.info("controller log entry %d was stale when applied; skipped %s",
+                          entry.index, [type(e).__name__ for e, ok in zip(events, applied) if not ok])
+        return all(applied)
 
-    async def _commit(self, check: Callable[[], Decision]) -> Decision:
-        """Check a request against the state and commit its events; serialised."""
+    async def _commit(self, check: Callable[[], Decision],
+                      stale: ResponseCode = RC.CONTROLLER_FENCED_SSS_EPOCH) -> Decision:
+        """Check a request against the state and commit its events; serialised.
+
+        If the events were skipped at apply time (an earlier, uncertain commit
+        changed the group first), the answer is `stale`, not the check's."""
         async with self._lock:
             if not self.is_active:
                 raise NotLeader("not the active controller", self.raft.leader_id)
             decision = check()
             if decision.events:
                 payload = json.dumps([event_to_dict(e) for e in decision.events]).encode()
-                await self.raft.propose(payload)
+                applied = await self.raft.propose(payload)
+                if applied.result is False:
+                    return Decision(stale, {}, [], "the group changed before this request's "
+                                                   "entry was applied; read the replica info again")
             return decision
 
     def _is_alive(self, broker_name: str, broker_id: int) -> bool:
@@ -331,7 +348,7 @@ class Controller:
     async def _elect(self, broker_name: str, broker_id: int | None, designate: bool) -> Decision:
         decision = await self._commit(lambda: self.metadata.elect_master(
             broker_name, broker_id, designate, self._is_alive, self.liveness.info,
-            self.settings.enable_unclean_election))
+            self.settings.enable_unclean_election), stale=RC.CONTROLLER_ELECT_MASTER_FAILED)
         if decision.events:
             self.log.info("group %s: %s (master %s, epoch %s)", broker_name,
                           decision.remark or "elected", decision.fields.get("master_id"),
