@@ -51,8 +51,17 @@ def live_pids(pids: list[int]) -> list[int]:
 
 
 def sshd_pids(record: netns.ClusterRecord, nodes: list[str] | None = None) -> list[int]:
+    """The sshd pids of the nodes; sshd writes its pidfile just after it listens, so a
+    loaded machine can show the file still empty for a moment: wait for its content."""
     layout = netns.Layout(netns.chaos_home(), record.name)
-    return [int(layout.sshd_pidfile(n).read_text()) for n in nodes or record.node_names]
+    return [_pid_in(layout.sshd_pidfile(n)) for n in nodes or record.node_names]
+
+
+def _pid_in(pidfile, timeout_s: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    while not (text := pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return int(text)
 
 
 def record_of(name: str) -> netns.ClusterRecord:
