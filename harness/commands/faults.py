@@ -67,7 +67,7 @@ def heal(store_dir: Path | None, inventory_file: Path | None) -> None:
                 click.echo(f"{run}: no {JOURNAL}: nothing was applied")
                 continue
             try:
-                report = nuclei.heal(pool, nuclei.Journal(journal_path))
+                report = nuclei.heal(pool, nuclei.Journal(journal_path), unmount=True)
             except nuclei.JournalError as error:
                 raise UserError(str(error)) from None
             _show(report, problems)

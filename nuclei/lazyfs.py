@@ -1,0 +1,143 @@
+"""Crash file system nuclei: mount a lazyfs under a node's data directory, make
+it lose every unsynced write (a machine crash), unmount it and verify it is gone.
+
+The FUSE program (nuclei/lazyfs_node.py) and the `mfusepy` binding are
+uploaded to `<workdir>/lazyfs/lib/` and run with the node's system `python3`
+(stdlib + the binding, like the SUT); the node needs Debian's `fuse3`
+(libfuse3 and fusermount3), /dev/fuse and root. The mount is journaled before
+it is made, so `heal` unmounts it even after the harness was killed.
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from nuclei.journal import Journal, JournalEntry
+from nuclei.remote import NucleusError, sh
+
+NODE_PROGRAM = Path(__file__).with_name("lazyfs_node.py")
+MOUNT_TIMEOUT_S = 20.0
+
+_UNMOUNT = """
+mp=%(mountpoint)s; pf=%(pidfile)s
+fusermount3 -u "$mp" 2>/dev/null || fusermount3 -u -z "$mp" 2>/dev/null
+pid=$(head -c 32 "$pf" 2>/dev/null | tr -dc 0-9)
+if [ -n "$pid" ] && tr '\\0' ' ' < /proc/$pid/cmdline 2>/dev/null | grep -qF -- "--mountpoint $mp"; then
+  i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+  kill -9 "$pid" 2>/dev/null; i=0
+  while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+  kill -0 "$pid" 2>/dev/null && echo "daemon=alive" || echo "daemon=gone"
+else echo "daemon=gone"; fi
+"""
+
+
+def state_dir(workdir: str) -> str:
+    """Where a node keeps the lazyfs program, its live tree and durable image."""
+    return posixpath.join(workdir, "lazyfs")
+
+
+def _lib(workdir: str) -> str:
+    return posixpath.join(state_dir(workdir), "lib")
+
+
+def _program(workdir: str, command: str, mountpoint: str, *extra: str) -> list[str]:
+    return ["python3", posixpath.join(_lib(workdir), NODE_PROGRAM.name), command,
+            "--mountpoint", mountpoint, *extra]
+
+
+def install(pool: Any, node: str, workdir: str) -> None:
+    """Upload the FUSE program and the binding to the node."""
+    import mfusepy  # the binding the node runs: the harness's own copy
+    lib = _lib(workdir)
+    pool.run(node, ["mkdir", "-p", lib])
+    pool.put(node, NODE_PROGRAM, posixpath.join(lib, NODE_PROGRAM.name))
+    pool.put(node, mfusepy.__file__, posixpath.join(lib, "mfusepy.py"))
+
+
+def mounted(pool: Any, node: str, workdir: str, mountpoint: str) -> bool:
+    """Is a lazyfs mounted at `mountpoint` on the node (in its mount namespace)?"""
+    result = sh(pool, node, shlex.join(_program(workdir, "mounted", mountpoint)))
+    if result.exited != 0 or result.stdout.strip() not in ("yes", "no"):
+        raise NucleusError(f"node {node}: cannot tell whether {mountpoint} is mounted: "
+                           f"{(result.stderr or result.stdout).strip()[:200]}")
+    return result.stdout.strip() == "yes"
+
+
+def mount(pool: Any, journal: Journal, node: str, workdir: str, mountpoint: str) -> JournalEntry:
+    """Mount a fresh lazyfs at `mountpoint` (journaled first) and wait until it serves.
+
+    A lazyfs a killed run left at the same place is unmounted first.
+    """
+    install(pool, node, workdir)
+    base = state_dir(workdir)
+    pidfile, logfile = posixpath.join(base, "lazyfs.pid"), posixpath.join(base, "lazyfs.log")
+    _unmount_script(pool, node, mountpoint, pidfile)
+    if mounted(pool, node, workdir, mountpoint):
+        raise NucleusError(f"node {node}: {mountpoint} still has a lazyfs mounted that cannot be removed")
+    state = posixpath.join(base, "state")
+    pool.run(node, f"rm -rf {shlex.quote(state)} && mkdir -p {shlex.quote(mountpoint)}")
+    entry = journal.record("mount", node, mountpoint=mountpoint, workdir=workdir, pidfile=pidfile,
+                           logfile=logfile)
+    pool.start_detached(node, [*_program(workdir, "serve", mountpoint, "--state", state)],
+                        pidfile, logfile, cwd=base, env={"PYTHONPATH": _lib(workdir)})
+    deadline = time.monotonic() + MOUNT_TIMEOUT_S
+    while not mounted(pool, node, workdir, mountpoint):
+        if time.monotonic() > deadline:
+            tail = _tail(pool, node, logfile)
+            try:
+                unmount(pool, journal, entry)
+            except NucleusError:
+                pass  # the heal at the end retries; the mount error matters here
+            raise NucleusError(f"node {node}: lazyfs did not mount at {mountpoint} within "
+                               f"{MOUNT_TIMEOUT_S:g} s: {tail}")
+        time.sleep(0.1)
+    return entry
+
+
+def unmount(pool: Any, journal: Journal, entry: JournalEntry) -> None:
+    """Unmount a journaled lazyfs (lazily if busy), stop its daemon, verify both gone."""
+    params = entry.params
+    daemon = _unmount_script(pool, entry.node, params["mountpoint"], params["pidfile"])
+    if daemon != "gone" or mounted(pool, entry.node, params["workdir"], params["mountpoint"]):
+        raise NucleusError(f"node {entry.node}: lazyfs at {params['mountpoint']} is still mounted "
+                           f"or its daemon still runs (daemon {daemon})")
+    journal.mark_undone(entry)
+
+
+def lose_unsynced(pool: Any, node: str, workdir: str, mountpoint: str) -> dict[str, Any]:
+    """Drop every write, create and rename not yet fsynced; returns what was lost."""
+    return _ask(pool, node, workdir, mountpoint, "lose")
+
+
+def status(pool: Any, node: str, workdir: str, mountpoint: str) -> dict[str, Any]:
+    """Unsynced files and bytes right now, and the losses so far."""
+    return _ask(pool, node, workdir, mountpoint, "status")
+
+
+def _ask(pool: Any, node: str, workdir: str, mountpoint: str, command: str) -> dict[str, Any]:
+    result = sh(pool, node, shlex.join(_program(workdir, command, mountpoint)), timeout=120)
+    try:
+        reply = json.loads(result.stdout)
+    except ValueError:
+        reply = None
+    if result.exited != 0 or not isinstance(reply, dict) or not reply.get("ok"):
+        raise NucleusError(f"node {node}: lazyfs {command} at {mountpoint} failed: "
+                           f"{(result.stderr or result.stdout).strip()[:200]}")
+    reply.pop("ok")
+    return reply
+
+
+def _unmount_script(pool: Any, node: str, mountpoint: str, pidfile: str) -> str:
+    result = sh(pool, node, _UNMOUNT % {"mountpoint": shlex.quote(mountpoint),
+                                        "pidfile": shlex.quote(pidfile)}, timeout=60)
+    facts = dict(line.split("=", 1) for line in result.stdout.split() if "=" in line)
+    return facts.get("daemon", "unknown")
+
+
+def _tail(pool: Any, node: str, path: str) -> str:
+    result = sh(pool, node, f"tail -n 5 {shlex.quote(path)} 2>/dev/null")
+    return " | ".join(result.stdout.strip().splitlines())[-300:] or "no output"
