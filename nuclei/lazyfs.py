@@ -22,16 +22,29 @@ from nuclei.remote import NucleusError, sh
 NODE_PROGRAM = Path(__file__).with_name("lazyfs_node.py")
 MOUNT_TIMEOUT_S = 20.0
 
-_UNMOUNT = """
+# A daemon is alive if /proc shows it and it is not a zombie (the node's init
+# may not reap it) and its argv names our mountpoint (pids are reused).
+_DAEMON = r"""
 mp=%(mountpoint)s; pf=%(pidfile)s
-fusermount3 -u "$mp" 2>/dev/null || fusermount3 -u -z "$mp" 2>/dev/null
 pid=$(head -c 32 "$pf" 2>/dev/null | tr -dc 0-9)
-if [ -n "$pid" ] && tr '\\0' ' ' < /proc/$pid/cmdline 2>/dev/null | grep -qF -- "--mountpoint $mp"; then
-  i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
-  kill -9 "$pid" 2>/dev/null; i=0
-  while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
-  kill -0 "$pid" 2>/dev/null && echo "daemon=alive" || echo "daemon=gone"
-else echo "daemon=gone"; fi
+alive() {
+  [ -n "$pid" ] || return 1
+  st=$(cat /proc/$pid/stat 2>/dev/null) || return 1
+  rest=${st##*") "}; set -- $rest; [ "$1" != Z ] || return 1
+  tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null | grep -qF -- "--mountpoint $mp "
+}
+"""
+
+_UNMOUNT = _DAEMON + r"""
+fusermount3 -u "$mp" 2>/dev/null || fusermount3 -u -z "$mp" 2>/dev/null
+i=0; while alive && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+alive && kill -9 "$pid" 2>/dev/null
+i=0; while alive && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+alive && echo "daemon=alive" || echo "daemon=gone"
+"""
+
+_RUNNING = _DAEMON + r"""
+alive && echo yes || echo no
 """
 
 
@@ -74,7 +87,7 @@ def mount(pool: Any, journal: Journal, node: str, workdir: str, mountpoint: str)
     """
     install(pool, node, workdir)
     base = state_dir(workdir)
-    pidfile, logfile = posixpath.join(base, "lazyfs.pid"), posixpath.join(base, "lazyfs.log")
+    pidfile, logfile = _pidfile(workdir), posixpath.join(base, "lazyfs.log")
     _unmount_script(pool, node, mountpoint, pidfile)
     if mounted(pool, node, workdir, mountpoint):
         raise NucleusError(f"node {node}: {mountpoint} still has a lazyfs mounted that cannot be removed")
@@ -136,6 +149,17 @@ def _unmount_script(pool: Any, node: str, mountpoint: str, pidfile: str) -> str:
                                         "pidfile": shlex.quote(pidfile)}, timeout=60)
     facts = dict(line.split("=", 1) for line in result.stdout.split() if "=" in line)
     return facts.get("daemon", "unknown")
+
+
+def daemon_running(pool: Any, node: str, workdir: str, mountpoint: str) -> bool:
+    """Does the lazyfs daemon of `mountpoint` still run on the node?"""
+    result = sh(pool, node, _RUNNING % {"mountpoint": shlex.quote(mountpoint),
+                                        "pidfile": shlex.quote(_pidfile(workdir))})
+    return result.stdout.strip() == "yes"
+
+
+def _pidfile(workdir: str) -> str:
+    return posixpath.join(state_dir(workdir), "lazyfs.pid")
 
 
 def _tail(pool: Any, node: str, path: str) -> str:
