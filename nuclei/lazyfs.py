@@ -73,6 +73,8 @@ def install(pool: Any, node: str, workdir: str) -> None:
 
 def mounted(pool: Any, node: str, workdir: str, mountpoint: str) -> bool:
     """Is a lazyfs mounted at `mountpoint` on the node (in its mount namespace)?"""
+    if not _installed(pool, node, workdir):
+        return False  # never mounted by us here
     result = sh(pool, node, shlex.join(_program(workdir, "mounted", mountpoint)))
     if result.exited != 0 or result.stdout.strip() not in ("yes", "no"):
         raise NucleusError(f"node {node}: cannot tell whether {mountpoint} is mounted: "
@@ -121,6 +123,23 @@ def unmount(pool: Any, journal: Journal, entry: JournalEntry) -> None:
     journal.mark_undone(entry)
 
 
+def sweep(pool: Any, node: str, workdir: str) -> list[str]:
+    """Unmount a lazyfs on the node's data root without a journal (`chaos heal
+    --inventory`); returns one line per mount removed."""
+    mountpoint = data_mountpoint(workdir)
+    if not (mounted(pool, node, workdir, mountpoint) or daemon_running(pool, node, workdir, mountpoint)):
+        return []
+    daemon = _unmount_script(pool, node, mountpoint, _pidfile(workdir))
+    if daemon != "gone" or mounted(pool, node, workdir, mountpoint):
+        raise NucleusError(f"node {node}: lazyfs at {mountpoint} is still mounted or its daemon still runs")
+    return [f"{node}: unmounted the crash file system at {mountpoint}"]
+
+
+def data_mountpoint(workdir: str) -> str:
+    """Where the run mounts the crash file system: the node's data root."""
+    return posixpath.join(workdir, "data")
+
+
 def lose_unsynced(pool: Any, node: str, workdir: str, mountpoint: str) -> dict[str, Any]:
     """Drop every write, create and rename not yet fsynced; returns what was lost."""
     return _ask(pool, node, workdir, mountpoint, "lose")
@@ -156,6 +175,11 @@ def daemon_running(pool: Any, node: str, workdir: str, mountpoint: str) -> bool:
     result = sh(pool, node, _RUNNING % {"mountpoint": shlex.quote(mountpoint),
                                         "pidfile": shlex.quote(_pidfile(workdir))})
     return result.stdout.strip() == "yes"
+
+
+def _installed(pool: Any, node: str, workdir: str) -> bool:
+    program = posixpath.join(_lib(workdir), NODE_PROGRAM.name)
+    return sh(pool, node, f"test -f {shlex.quote(program)}").exited == 0
 
 
 def _pidfile(workdir: str) -> str:

@@ -191,3 +191,16 @@ def test_dirty_ranges_merge_into_disjoint_sorted_ranges():
     dirty.truncate(55)
     assert dirty.ranges == [(0, 6), (10, 40), (50, 55)] and dirty.min_size == 55
     assert dirty.bytes == 6 + 30 + 5
+
+
+def test_chaos_heal_with_only_the_inventory_unmounts_a_left_over_crash_fs(node, tmp_path):
+    inventory, pool, target = node
+    mountpoint = lazyfs.data_mountpoint(target.workdir)
+    lazyfs.mount(pool, Journal(tmp_path / "lost-journal.jsonl"), target.name, target.workdir, mountpoint)
+    chaos = shutil.which("chaos", path=os.path.dirname(sys.executable)) or "chaos"
+    healed = subprocess.run([chaos, "heal", "--inventory", str(inventory.source)], cwd=REPO,
+                            capture_output=True, text=True, timeout=180)
+    assert healed.returncode == 0, healed.stdout + healed.stderr
+    assert f"{target.name}: unmounted the crash file system at {mountpoint}" in healed.stdout
+    assert not lazyfs.mounted(pool, target.name, target.workdir, mountpoint)
+    assert not lazyfs.daemon_running(pool, target.name, target.workdir, mountpoint)

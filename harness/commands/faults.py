@@ -91,7 +91,8 @@ def _sweep(pool: Pool, inventory: Inventory, problems: list[str]) -> None:
         node = pool.node(node_name)
         nuclei.clear(pool, node_name, unhook=True)
         resumed = nuclei.resume_stopped_under(pool, node_name, node.workdir)
-        return [f"{node_name}: resumed stopped process {line}" for line in resumed]
+        unmounted = nuclei.lazyfs.sweep(pool, node_name, node.workdir)
+        return [f"{node_name}: resumed stopped process {line}" for line in resumed] + unmounted
 
     for node in inventory.nodes:
         try:
