@@ -80,8 +80,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def crash_fs(base: Path, nodes: int) -> Iterator[None]:
-    """A lazyfs (nuclei/lazyfs_node.py) on every node's data root, unmounted after."""
+def crash_fs(base: Path, nodes: int) -> Iterator[dict[str, int]]:
+    """A lazyfs (nuclei/lazyfs_node.py) on every node's data root, unmounted after;
+    yields the daemons' pids by name."""
     import mfusepy
 
     from nuclei.lazyfs_node import mounted
@@ -95,7 +96,7 @@ def crash_fs(base: Path, nodes: int) -> Iterator[None]:
                 ["python3", str(program), "serve", "--state", str(point.parent / "lazyfs"),
                  "--mountpoint", str(point)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             wait_until(lambda: mounted(str(point)), 20, what=f"lazyfs on {point}")
-        yield
+        yield {f"lazyfs-{i}": daemon.pid for i, daemon in enumerate(daemons)}
     finally:
         for point in points:
             subprocess.run(["fusermount3", "-u", "-z", str(point)], capture_output=True)
@@ -108,14 +109,14 @@ def run_scenario(name: str, producers: int, size: int, duration: float, clients_
     profile, overrides = SCENARIOS[name]
     nodes = get_profile(profile).nodes_needed
     with tempfile.TemporaryDirectory(prefix="sut-bench-") as tmp, \
-            (crash_fs(Path(tmp), nodes) if with_crash_fs else contextlib.nullcontext()), \
+            (crash_fs(Path(tmp), nodes) if with_crash_fs else contextlib.nullcontext({})) as daemons, \
             LocalCluster(profile, tmp, timing="default", overrides=overrides) as cluster:
         cluster.start_all()
         if "broker-a-1" in cluster.processes:  # wait until the slave streams from the master
             master = cluster.address("broker-a-0")
             wait_until(lambda: (admin.run_sync(admin.process_status(master)) or {})
                        .get("ha", {}).get("slaves"), 30, what="slave connected")
-        brokers = {n: p.pid for n, p in cluster.popen.items() if n.startswith("broker")}
+        brokers = {n: p.pid for n, p in cluster.popen.items() if n.startswith("broker")} | daemons
         before = {n: cpu_seconds(pid) for n, pid in brokers.items()}
         client_before = time.process_time()
         result = asyncio.run(drive(cluster.namesrv_addrs, producers, size, duration, clients_n))
