@@ -10,6 +10,7 @@ mounts it when a crash fault is asked for (`needs_crash_fs`).
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable
 from typing import Any
 
@@ -78,7 +79,7 @@ def crash_fs_unavailable() -> str | None:
         return "crash faults need root (FUSE mounts under the nodes' data directories)"
     if not os.path.exists("/dev/fuse"):
         return "crash faults need /dev/fuse (FUSE is not available on this machine)"
-    if not any(os.access(os.path.join(d, "fusermount3"), os.X_OK) for d in ("/usr/bin", "/bin")):
+    if shutil.which("fusermount3") is None:
         return "crash faults need fusermount3 (install Debian's fuse3: bash scripts/setup.sh)"
     try:
         import mfusepy  # noqa: F401
