@@ -94,21 +94,25 @@ def mount(pool: Any, journal: Journal, node: str, workdir: str, mountpoint: str)
     if mounted(pool, node, workdir, mountpoint):
         raise NucleusError(f"node {node}: {mountpoint} still has a lazyfs mounted that cannot be removed")
     state = posixpath.join(base, "state")
-    pool.run(node, f"rm -rf {shlex.quote(state)} && mkdir -p {shlex.quote(mountpoint)}")
+    made = sh(pool, node, f"rm -rf {shlex.quote(state)} && mkdir -p {shlex.quote(mountpoint)}")
+    if made.exited != 0:
+        raise NucleusError(f"node {node}: cannot make the lazyfs mountpoint {mountpoint}: "
+                           f"{made.stderr.strip()[-200:]}")
     entry = journal.record("mount", node, mountpoint=mountpoint, workdir=workdir, pidfile=pidfile,
                            logfile=logfile)
     pool.start_detached(node, [*_program(workdir, "serve", mountpoint, "--state", state)],
                         pidfile, logfile, cwd=base, env={"PYTHONPATH": _lib(workdir)})
     deadline = time.monotonic() + MOUNT_TIMEOUT_S
     while not mounted(pool, node, workdir, mountpoint):
-        if time.monotonic() > deadline:
+        died = not daemon_running(pool, node, workdir, mountpoint)
+        if died or time.monotonic() > deadline:
+            why = "its daemon exited" if died else f"not mounted within {MOUNT_TIMEOUT_S:g} s"
             tail = _tail(pool, node, logfile)
             try:
                 unmount(pool, journal, entry)
             except NucleusError:
                 pass  # the heal at the end retries; the mount error matters here
-            raise NucleusError(f"node {node}: lazyfs did not mount at {mountpoint} within "
-                               f"{MOUNT_TIMEOUT_S:g} s: {tail}")
+            raise NucleusError(f"node {node}: lazyfs did not mount at {mountpoint} ({why}): {tail}")
         time.sleep(0.1)
     return entry
 

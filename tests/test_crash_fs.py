@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from faults.crash import crash_fs_unavailable
-from nuclei import Journal, heal, lazyfs
+from nuclei import Journal, NucleusError, heal, lazyfs
 from nuclei.lazyfs_node import Dirty
 from tests.conftest import require
 
@@ -204,3 +204,18 @@ def test_chaos_heal_with_only_the_inventory_unmounts_a_left_over_crash_fs(node, 
     assert f"{target.name}: unmounted the crash file system at {mountpoint}" in healed.stdout
     assert not lazyfs.mounted(pool, target.name, target.workdir, mountpoint)
     assert not lazyfs.daemon_running(pool, target.name, target.workdir, mountpoint)
+
+
+def test_a_mountpoint_that_cannot_be_made_is_a_one_line_error_and_nothing_is_mounted(node, tmp_path):
+    inventory, pool, target = node
+    journal = Journal(tmp_path / "journal.jsonl")
+    not_a_dir = f"{target.workdir}/a-file"
+    pool.run(target.name, f"touch {not_a_dir}")
+    try:
+        with pytest.raises(NucleusError, match=f"node {target.name}: cannot make the lazyfs mountpoint "
+                                               f"{not_a_dir}/data: .*Not a directory"):
+            lazyfs.mount(pool, journal, target.name, target.workdir, f"{not_a_dir}/data")
+    finally:
+        pool.run(target.name, f"rm -f {not_a_dir}")
+    assert not journal.entries()  # refused before anything was journaled or started
+    assert not lazyfs.daemon_running(pool, target.name, target.workdir, f"{not_a_dir}/data")
