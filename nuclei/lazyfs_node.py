@@ -251,10 +251,9 @@ def _operations(state: CrashState) -> Any:
         @guarded
         def getattr(self, path, fh=None):
             st = os.lstat(state.path(path))
+            times = {"st_atime": st.st_atime_ns, "st_mtime": st.st_mtime_ns, "st_ctime": st.st_ctime_ns}
             return {key: getattr(st, key) for key in (
-                "st_mode", "st_nlink", "st_size", "st_uid", "st_gid", "st_atime_ns", "st_mtime_ns",
-                "st_ctime_ns", "st_ino", "st_blocks")} | {
-                "st_atime": st.st_atime_ns, "st_mtime": st.st_mtime_ns, "st_ctime": st.st_ctime_ns}
+                "st_mode", "st_nlink", "st_size", "st_uid", "st_gid", "st_ino", "st_blocks")} | times
 
         @guarded
         def readdir(self, path, fh):
