@@ -10,16 +10,20 @@ and the CPU time each process spent per message.
     .venv/bin/python bench/sut_throughput.py                 # every scenario
     .venv/bin/python bench/sut_throughput.py --scenario single-async --duration 20
     .venv/bin/python bench/sut_throughput.py --clients 16     # a connection per producer
+    .venv/bin/python bench/sut_throughput.py --crash-fs both  # without and with the crash file system
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -27,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sut.client import Producer  # noqa: E402
 from sut.local import LocalCluster, wait_until  # noqa: E402
 from sut import admin  # noqa: E402
+from sut.profiles import get as get_profile  # noqa: E402
 
 # scenario -> (profile, per-process config overrides)
 SCENARIOS = {
@@ -74,16 +79,44 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_scenario(name: str, producers: int, size: int, duration: float, clients_n: int) -> dict:
+@contextlib.contextmanager
+def crash_fs(base: Path, nodes: int) -> Iterator[dict[str, int]]:
+    """A lazyfs (nuclei/lazyfs_node.py) on every node's data root, unmounted after;
+    yields the daemons' pids by name."""
+    import mfusepy
+
+    from nuclei.lazyfs_node import mounted
+    program = Path(__file__).resolve().parent.parent / "nuclei" / "lazyfs_node.py"
+    env = {**os.environ, "PYTHONPATH": str(Path(mfusepy.__file__).parent)}
+    daemons, points = [], [base / f"node{i}" / "data" for i in range(nodes)]
+    try:
+        for point in points:
+            point.mkdir(parents=True, exist_ok=True)
+            daemons.append(subprocess.Popen(
+                ["python3", str(program), "serve", "--state", str(point.parent / "lazyfs"),
+                 "--mountpoint", str(point)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            wait_until(lambda: mounted(str(point)), 20, what=f"lazyfs on {point}")
+        yield {f"lazyfs-{i}": daemon.pid for i, daemon in enumerate(daemons)}
+    finally:
+        for point in points:
+            subprocess.run(["fusermount3", "-u", "-z", str(point)], capture_output=True)
+        for daemon in daemons:
+            daemon.wait(timeout=20)
+
+
+def run_scenario(name: str, producers: int, size: int, duration: float, clients_n: int,
+                 with_crash_fs: bool = False) -> dict:
     profile, overrides = SCENARIOS[name]
+    nodes = get_profile(profile).nodes_needed
     with tempfile.TemporaryDirectory(prefix="sut-bench-") as tmp, \
+            (crash_fs(Path(tmp), nodes) if with_crash_fs else contextlib.nullcontext({})) as daemons, \
             LocalCluster(profile, tmp, timing="default", overrides=overrides) as cluster:
         cluster.start_all()
         if "broker-a-1" in cluster.processes:  # wait until the slave streams from the master
             master = cluster.address("broker-a-0")
             wait_until(lambda: (admin.run_sync(admin.process_status(master)) or {})
                        .get("ha", {}).get("slaves"), 30, what="slave connected")
-        brokers = {n: p.pid for n, p in cluster.popen.items() if n.startswith("broker")}
+        brokers = {n: p.pid for n, p in cluster.popen.items() if n.startswith("broker")} | daemons
         before = {n: cpu_seconds(pid) for n, pid in brokers.items()}
         client_before = time.process_time()
         result = asyncio.run(drive(cluster.namesrv_addrs, producers, size, duration, clients_n))
@@ -107,21 +140,26 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=1,
                         help="Producer instances the producers share (each has its own connection); "
                              "1 = like RocketMQ's one client instance per process")
+    parser.add_argument("--crash-fs", choices=["off", "on", "both"], default="off",
+                        help="run the SUT on the crash file system (lazyfs over FUSE, needs root and "
+                             "/dev/fuse): off, on, or both to compare")
     args = parser.parse_args()
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.crash_fs]
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     print(f"{args.producers} concurrent producers over {args.clients} client connection(s), "
           f"{args.size} B messages, {args.duration:g} s per run, best of {max(1, args.repeat)}")
     print(f"load average before: {os.getloadavg()[0]:.1f} (2-core machine: above 2 means contention)")
-    print(f"{'scenario':<20} {'msg/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  "
+    print(f"{'scenario':<26} {'msg/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  "
           f"CPU us/msg per process; statuses")
-    for name in names:
-        runs = [run_scenario(name, args.producers, args.size, args.duration, args.clients)
+    for name, with_fs in [(n, m) for n in names for m in modes]:
+        runs = [run_scenario(name, args.producers, args.size, args.duration, args.clients, with_fs)
                 for _ in range(max(1, args.repeat))]
+        label = f"{name}+lazyfs" if with_fs else name
         r = max(runs, key=lambda run: run["msgs_per_s"])
         cpu = ", ".join(f"{k} {v:.0f}" for k, v in r["cpu_us"].items())
         if SCENARIOS[name][1].get("broker-a-0", {}).get("store", {}).get("flush_disk_type") == "SYNC_FLUSH":
             cpu += f"; {r['msgs_per_sync']:.1f} msgs per fdatasync"
-        print(f"{name:<20} {r['msgs_per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
+        print(f"{label:<26} {r['msgs_per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
               f"{r['max_ms']:>8.1f}  {cpu}; {r['statuses']}", flush=True)
 
 

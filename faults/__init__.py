@@ -12,13 +12,14 @@ from faults.schedule import FaultSpec, ScheduledEvent, ScheduleError, ScheduleSp
 from faults.targets import TargetError, normalize_roles
 
 # Built-in nemeses register themselves on import.
-from faults import loss, noop, partition, processes  # noqa: E402,F401  isort: skip
+from faults import crash, loss, noop, partition, processes  # noqa: E402,F401  isort: skip
 from faults.runner import ActiveFault, ScheduleRunner, nemesis_event, run_schedule  # noqa: E402
 from faults.validate import validate  # noqa: E402
+from faults.crash import needs_crash_fs  # noqa: E402
 
 __all__ = [
     "ENTRY_POINT_GROUP", "ActiveFault", "Applied", "FaultContext", "FaultError", "FaultSpec", "Nemesis",
     "Registration", "ScheduleError", "ScheduleRunner", "ScheduleSpec", "ScheduledEvent", "TargetError",
     "create", "events", "known", "names", "nemesis_event", "normalize_roles", "plan", "plugin_errors", "register",
-    "run_schedule", "validate", "apply_all", "undo_all",
+    "run_schedule", "validate", "apply_all", "undo_all", "needs_crash_fs",
 ]

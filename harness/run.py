@@ -261,6 +261,16 @@ def cluster_for(spec: RunSpec, record: RunRecord, console: Any) -> Iterator[Inve
             netns.down(name)
 
 
+def mount_crash_fs(pool: Pool, deployer: Deployer, journal: nuclei.Journal,
+                   fault_specs: list[faults.FaultSpec]) -> None:
+    """With crash faults, every SUT node gets a crash file system (nuclei.lazyfs)
+    on its data root, mounted by the deployer before the SUT starts."""
+    if not faults.needs_crash_fs(spec.name for spec in fault_specs):
+        return
+    deployer.prepare_node = lambda node: nuclei.lazyfs.mount(
+        pool, journal, node.name, node.workdir, deployer.data_root(node))
+
+
 def inventory_record(inventory: Inventory) -> dict[str, Any]:
     data = inventory.model_dump(mode="json")
     data["source"] = str(inventory.source) if inventory.source else None
@@ -331,6 +341,7 @@ class RunLifecycle:
             fault_specs = faults.validate(self.spec.faults, [node.name for node in deployer.used_nodes])
             journal = nuclei.Journal(self.run.journal_file)
             self.run.journal_file.touch()  # part of the layout even if no fault ever applies
+            mount_crash_fs(pool, deployer, journal, fault_specs)
             try:
                 with self.record.phase("deploy", self.status):
                     deployer.install()
@@ -348,6 +359,7 @@ class RunLifecycle:
             ("heal", lambda: self._heal(pool, deployer, journal)),
             ("collect", lambda: deployer.collect_logs(self.run.nodes_dir)),
             ("stop", deployer.stop),
+            ("unmount", lambda: self._unmount(pool, journal)),
         ]
         for name, step in steps:
             try:
@@ -364,6 +376,15 @@ class RunLifecycle:
         if not report.ok:
             raise RunError("heal incomplete, run `chaos heal --store "
                            f"{self.run.path}`: " + "; ".join(report.errors))
+
+    def _unmount(self, pool: Pool, journal: nuclei.Journal) -> None:
+        """Remove crash file systems (after the SUT stopped: it ran on them)."""
+        if any(entry.action == "mount" for entry in journal.pending()):
+            report = nuclei.heal(pool, journal, unmount=True)
+            self.record.heal += report.done
+            if not report.ok:
+                raise RunError("unmount incomplete, run `chaos heal --store "
+                               f"{self.run.path}`: " + "; ".join(report.errors))
 
     async def _drive(self, pool: Pool, inventory: Inventory, deployer: Deployer, journal: nuclei.Journal,
                      fault_specs: list[faults.FaultSpec]) -> None:

@@ -58,6 +58,16 @@ def check_fault(text: str) -> None:
         faults.create(spec.name, **dict(spec.options))
     except (faults.FaultError, faults.ScheduleError) as exc:
         raise ValueError(str(exc)) from None
+    check_crash_fs(spec.name)
+
+
+def check_crash_fs(name: str) -> None:
+    """Crash faults are refused before anything starts where FUSE cannot mount."""
+    from faults.crash import crash_fs_unavailable, needs_crash_fs
+    if needs_crash_fs([name]):
+        reason = crash_fs_unavailable()
+        if reason is not None:
+            raise ValueError(f"fault {name}: {reason}")
 
 
 def local_node_limits() -> tuple[int, int]:

@@ -3,6 +3,7 @@
 Every action is journaled (fsynced) before it is applied, so `heal` can undo
 whatever a crashed run left behind. Nemeses (faults/) act only through these.
 """
+from nuclei import lazyfs
 from nuclei.heal import HealReport, heal, undo
 from nuclei.journal import Journal, JournalEntry, JournalError
 from nuclei.net import CHAIN, chain_rules, clear, drop, loss, remove
@@ -14,5 +15,5 @@ __all__ = [
     "CHAIN", "HealReport", "Journal", "JournalEntry", "JournalError", "NucleusError", "Proc",
     "ProcessNotRunning", "ProcessRef", "ProcessState", "chain_rules", "clear", "drop", "heal",
     "in_parallel", "inspect", "kill", "loss", "pause", "remove", "restart", "resume",
-    "resume_stopped_under", "undo",
+    "resume_stopped_under", "undo", "lazyfs",
 ]

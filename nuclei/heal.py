@@ -10,11 +10,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nuclei import net, process
+from nuclei import lazyfs, net, process
 from nuclei.journal import Journal, JournalEntry
 from nuclei.remote import NucleusError, in_parallel
 
 NETWORK_ACTIONS = ("drop", "loss")
+# A crash file system stays mounted while the SUT runs on it: only the heal at
+# the very end (`unmount=True`, after the SUT stopped) and `chaos heal` remove it.
+MOUNT_ACTIONS = ("mount",)
 
 
 @dataclass
@@ -44,18 +47,23 @@ def undo(pool: Any, journal: Journal, entry: JournalEntry,
         if state is None:
             return f"{entry.node}: {name} was killed and cannot be restarted here (no start command known)"
         return f"{entry.node}: {name} running again (pid {state.pid})"
+    if entry.action == "mount":
+        lazyfs.unmount(pool, journal, entry)
+        return f"{entry.node}: unmounted the crash file system at {entry.params.get('mountpoint')}"
     raise NucleusError(f"journal entry {entry.id}: unknown action {entry.action!r}")
 
 
 def heal(pool: Any, journal: Journal, nodes: Iterable[str] = (),
-         start: Callable[[Any], Any] | None = None) -> HealReport:
+         start: Callable[[Any], Any] | None = None, unmount: bool = False) -> HealReport:
     """Undo everything still applied, then remove our chain on every node that had
     network actions (plus `nodes`). Nodes are healed in parallel; a failure on
-    one node does not stop the others and leaves its entries pending for a retry."""
+    one node does not stop the others and leaves its entries pending for a retry.
+    Crash file systems are unmounted only with `unmount` (last, after processes)."""
     report = HealReport()
     by_node: dict[str, list[JournalEntry]] = defaultdict(list)
     for entry in journal.pending():
-        by_node[entry.node].append(entry)
+        if unmount or entry.action not in MOUNT_ACTIONS:
+            by_node[entry.node].append(entry)
     chain_nodes = {entry.node for entry in journal.entries() if entry.action in NETWORK_ACTIONS}
     chain_nodes.update(nodes)
 
@@ -63,7 +71,8 @@ def heal(pool: Any, journal: Journal, nodes: Iterable[str] = (),
         # Network first so the node can talk again, then processes newest first.
         entries = by_node.get(node, [])
         ordered = [e for e in entries if e.action in NETWORK_ACTIONS]
-        ordered += [e for e in reversed(entries) if e.action not in NETWORK_ACTIONS]
+        ordered += [e for e in reversed(entries) if e.action not in NETWORK_ACTIONS + MOUNT_ACTIONS]
+        ordered += [e for e in entries if e.action in MOUNT_ACTIONS]
         for entry in ordered:
             try:
                 report.done.append(undo(pool, journal, entry, start=start))

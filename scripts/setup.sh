@@ -17,6 +17,7 @@ APT_PACKAGES=(
   openssh-server openssh-client iptables iproute2 procps psmisc
   openjdk-17-jdk-headless
   chromium
+  fuse3
 )
 
 missing=()

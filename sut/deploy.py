@@ -18,7 +18,7 @@ import posixpath
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
 from sut import admin
@@ -67,6 +67,9 @@ class Deployer:
         self.nodes = nodes
         self.rendered = sorted(rendered, key=lambda p: (START_ORDER.get(p.role, 9), p.name))
         self.refs = [self._ref(p) for p in self.rendered]
+        # Called for every node before its data is wiped and its processes start
+        # (the run mounts the crash file system on data_root(node) here).
+        self.prepare_node: Callable[[Node], None] | None = None
 
     def _ref(self, proc: RenderedProcess) -> ProcessRef:
         node = self.nodes[proc.node]
@@ -78,6 +81,11 @@ class Deployer:
             config_path=config_path, data_dir=proc.data_dir, address=proc.address,
             cwd=node.workdir, logfile=posixpath.join(proc.data_dir, f"{proc.role}.out"),
             env={"PYTHONPATH": posixpath.join(node.workdir, "lib")})
+
+    @staticmethod
+    def data_root(node: Node) -> str:
+        """The directory that holds every process's data dir on the node."""
+        return posixpath.join(node.workdir, "data")
 
     @property
     def used_nodes(self) -> list[Node]:
@@ -104,6 +112,9 @@ class Deployer:
         Processes of an earlier deployment that are still running are stopped first.
         """
         self.stop()
+        if self.prepare_node is not None:
+            for node in self.used_nodes:
+                self.prepare_node(node)
         local = self.run_dir / "sut-config"
         for proc, ref in zip(self.rendered, self.refs):
             path = local / ref.node / f"{ref.name}.json"

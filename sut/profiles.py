@@ -156,6 +156,18 @@ MASTER_SLAVE_HA: dict[str, Any] = {
 }
 
 
+def _single(name: str, flush: str) -> Profile:
+    # ASYNC_FLUSH acks from the page cache: a machine crash loses what the flush
+    # interval had not reached. SYNC_FLUSH acks after the fdatasync: nothing.
+    broker = {**BROKER_BASE, "broker_name": "broker-a", "broker_id": 0, "ha_mode": "master-slave",
+              "ha": {"broker_role": "ASYNC_MASTER"}, "store": {**BROKER_BASE["store"], "flush_disk_type": flush}}
+    unsafe = ("crash",) if flush == "ASYNC_FLUSH" else ()
+    return Profile(name, f"one nameserver and one broker with {flush}, no replication "
+                   "(smoke tests, benchmarks, crash baselines)",
+                   (ProcessSpec("namesrv", "namesrv", 0, NAMESRV), ProcessSpec("broker-a-0", "broker", 0, broker)),
+                   expected_safe=not unsafe, unsafe_under=unsafe)
+
+
 def _master_slave(name: str, master_role: str, description: str, slaves: int = 1,
                   acting_master: bool = False) -> Profile:
     def broker(proc: str, node: int, broker_id: int, role: str) -> ProcessSpec:
@@ -270,13 +282,8 @@ PROFILES: dict[str, Profile] = {
         "RIP-32 slave acting master: 1 SYNC_MASTER + 2 slaves; without a master the slave "
         "with the smallest id serves reads and consumer offsets read-only as id 0",
         slaves=2, acting_master=True),
-    "single-broker": Profile("single-broker", "one nameserver and one broker, no replication "
-                             "(smoke tests and benchmarks)", (
-        ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
-        ProcessSpec("broker-a-0", "broker", 0, {**BROKER_BASE, "broker_name": "broker-a",
-                                                "broker_id": 0, "ha_mode": "master-slave",
-                                                "ha": {"broker_role": "ASYNC_MASTER"}}),
-    )),
+    "single-broker": _single("single-broker", "ASYNC_FLUSH"),
+    "single-broker-sync": _single("single-broker-sync", "SYNC_FLUSH"),
 }
 
 

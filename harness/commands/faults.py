@@ -69,7 +69,7 @@ def heal(store_dir: Path | None, inventory_file: Path | None) -> None:
                 click.echo(f"{run}: no {JOURNAL}: nothing was applied")
                 continue
             try:
-                report = nuclei.heal(pool, nuclei.Journal(journal_path))
+                report = nuclei.heal(pool, nuclei.Journal(journal_path), unmount=True)
             except nuclei.JournalError as error:
                 raise UserError(str(error)) from None
             _show(report, problems)
@@ -93,7 +93,8 @@ def _sweep(pool: Pool, inventory: Inventory, problems: list[str]) -> None:
         node = pool.node(node_name)
         nuclei.clear(pool, node_name, unhook=True)
         resumed = nuclei.resume_stopped_under(pool, node_name, node.workdir)
-        return [f"{node_name}: resumed stopped process {line}" for line in resumed]
+        unmounted = nuclei.lazyfs.sweep(pool, node_name, node.workdir)
+        return [f"{node_name}: resumed stopped process {line}" for line in resumed] + unmounted
 
     for node in inventory.nodes:
         try:

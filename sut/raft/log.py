@@ -12,7 +12,8 @@ divergent suffix is an ftruncate followed by fsync, so it survives a crash as
 surely as the appends it removes.
 
 kill -9 does not lose data that reached write(): the page cache belongs to the
-kernel. `sync` adds an fsync per append batch for power-loss durability.
+kernel. `sync` adds an fsync per append batch for power-loss durability (a
+machine crash); without it, entries not yet fsynced are lost with the machine.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ import struct
 import zlib
 from array import array
 from dataclasses import dataclass
+
+from sut.store.durable import create_file, make_dirs
 
 MAGIC = 0x52414654  # "RAFT"
 _HEADER = struct.Struct(">IIQQI")
@@ -57,8 +60,8 @@ class RaftLog:
         self._offsets = array("Q")
         self._end = 0
         self.torn_bytes = 0  # how much the last open() cut off
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        make_dirs(os.path.dirname(path) or ".")
+        self._fd, _ = create_file(path)  # its name is durable before any entry
         self._recover()
 
     # ---- recovery -----------------------------------------------------------------

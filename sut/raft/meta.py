@@ -1,13 +1,17 @@
 """Persisted term and vote (DLedger's currTerm / voteFor).
 
-Written to a temporary file, fsynced and renamed over the old one, so a crash
-leaves either the old or the new pair, never a mix. A node must save before it
+Written to a temporary file, fsynced, renamed over the old one and the
+directory fsynced, so a crash (also of the machine) leaves either the old or
+the new pair, never a mix and never an older one. A node must save before it
 answers a vote or acts in a new term, or it could vote twice in one term.
 """
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
+
+from sut.store.durable import write_atomic
 
 
 class MetaCorrupted(Exception):
@@ -33,10 +37,5 @@ class TermVote:
             return
         if term < self.term:
             raise ValueError(f"term may not go back from {self.term} to {term}")
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"term": term, "voted_for": voted_for}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_atomic(Path(self.path), json.dumps({"term": term, "voted_for": voted_for}).encode())
         self.term, self.voted_for = term, voted_for

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from sut.message import BLANK_MAGIC, BLANK_MIN, HEADER, RECORD_MAGIC, CorruptRecord, check_record, encode_record
+from sut.store.durable import create_file, fsync_dir, make_dirs
 
 _BLANK_HEADER = struct.Struct(">II")
 
@@ -54,7 +55,7 @@ class CommitLog:
         self.dir = directory
         self.segment_bytes = segment_bytes
         self.log = log or logging.getLogger("sut.commitlog")
-        self.dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.dir)
         self._fds: dict[int, int] = {}
         self._dirty: set[int] = set()
         self._segments = self._list_segments()
@@ -86,10 +87,12 @@ class CommitLog:
         fd = self._fds.get(index)
         if fd is None:
             path = self._path(index)
-            created = not path.exists()
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd, created = create_file(path)
             if created:
+                # Full size and name durable before any record: recovery refuses
+                # a segment of the wrong size, and a crash may come at any time.
                 os.ftruncate(fd, self.segment_bytes)
+                os.fdatasync(fd)
                 self._segments.append(index)
                 self._segments.sort()
             self._fds[index] = fd
@@ -285,7 +288,7 @@ class CommitLog:
             self._path(i).unlink(missing_ok=True)
             self._segments.remove(i)
         if doomed:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         return len(doomed)
 
     def close(self) -> None:
@@ -302,11 +305,3 @@ def _is_zero(view: mmap.mmap, pos: int) -> bool:
             return False
         pos += chunk
     return True
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

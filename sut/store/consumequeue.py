@@ -16,6 +16,8 @@ from array import array
 from bisect import bisect_left
 from pathlib import Path
 
+from sut.store.durable import create_file
+
 ENTRY = struct.Struct("<QI")
 
 
@@ -88,8 +90,7 @@ class ConsumeQueue:
 def write_entries(jobs: list[tuple[Path, int, bytes]]) -> None:
     """Write and fdatasync consume-queue entries (ConsumeQueues.take_pending's jobs)."""
     for path, position, data in jobs:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd, _ = create_file(path)  # a new queue file's name is durable before its entries
         try:
             os.pwrite(fd, data, position)
             os.fdatasync(fd)

@@ -11,22 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sut.store.durable import write_atomic
 
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+__all__ = ["write_atomic"]  # re-exported: epochs and others import it from here
 
 
 def read_json(path: Path, log: logging.Logger) -> Any:

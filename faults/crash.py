@@ -1,0 +1,97 @@
+"""Machine-crash nemeses: kill -9 everything on the target nodes and drop what
+their file system had not fsynced; start the processes again at stop.
+
+`random-crash`, `minor-crash`, `major-crash`, `fixed-crash`, `leader-crash`.
+A machine has no roles: every SUT process on a chosen node dies (the target
+roles only narrow which nodes may be chosen). The loss needs the crash file
+system (nuclei.lazyfs) mounted under the node's data directory; the run
+mounts it when a crash fault is asked for (`needs_crash_fs`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from typing import Any
+
+import nuclei
+from faults import targets as selection
+from faults.apply import Record, apply_all
+from faults.context import Applied, FaultContext, FaultError
+from faults.processes import _WHO, ProcessFault
+from faults.registry import lookup, register
+from nuclei import lazyfs
+
+
+class CrashFault(ProcessFault):
+    """kill -9 every SUT process on the nodes, then lose their unsynced writes."""
+
+    action = "crash"
+    needs_crash_fs = True
+
+    def start(self, ctx: FaultContext) -> Applied:
+        leader = ctx.find_leader() if self.selector == "leader" else None
+        chosen = selection.choose(self.selector, ctx.candidates(), ctx.rng, self.fixed, leader)
+        mounts = {node: _mount_of(ctx, node) for node in chosen}
+        lost: dict[str, dict[str, Any]] = {}
+
+        def job(node: str):
+            def run(record: Record) -> None:
+                for proc in ctx.processes(node):  # the whole machine, whatever the role
+                    try:
+                        for entry in nuclei.kill(ctx.pool, ctx.journal, proc, signal=9):
+                            record(entry, proc)
+                    except nuclei.ProcessNotRunning:
+                        pass
+                params = mounts[node].params
+                lost[node] = lazyfs.lose_unsynced(ctx.pool, node, params["workdir"], params["mountpoint"])
+            return run
+
+        actions = apply_all(ctx, f"{self.name} on {', '.join(chosen) or 'no node'}",
+                            {node: job(node) for node in chosen})
+        details: dict[str, Any] = {"processes": sorted(f"{e.node}/{e.params.get('name')}" for e, _ in actions),
+                                   "lost": lost}
+        if self.selector == "leader" and leader is None:
+            details["note"] = "no leader found"
+        return Applied(targets=chosen, actions=actions, details=details)
+
+    def apply(self, ctx: FaultContext, proc: Any) -> list[Any]:
+        """Unused: a crash acts on the whole node at once (start)."""
+        return []
+
+
+def _mount_of(ctx: FaultContext, node: str) -> Any:
+    for entry in reversed(ctx.journal.pending()):
+        if entry.action == "mount" and entry.node == node:
+            return entry
+    raise FaultError(f"node {node}: no crash file system is mounted there (crash faults need the run "
+                     f"to mount it before the SUT starts; see docs/nemeses.md)")
+
+
+def needs_crash_fs(fault_names: Iterable[str]) -> bool:
+    """Does any of these faults need the crash file system mounted?"""
+    return any(getattr(lookup(name).cls, "needs_crash_fs", False) for name in fault_names)
+
+
+def crash_fs_unavailable() -> str | None:
+    """Why this machine cannot mount a crash file system, or None if it can."""
+    if os.geteuid() != 0:
+        return "crash faults need root (FUSE mounts under the nodes' data directories)"
+    if not os.path.exists("/dev/fuse"):
+        return "crash faults need /dev/fuse (FUSE is not available on this machine)"
+    if shutil.which("fusermount3") is None:
+        return "crash faults need fusermount3 (install Debian's fuse3: bash scripts/setup.sh)"
+    try:
+        import mfusepy  # noqa: F401
+    except (ImportError, OSError) as error:
+        return f"crash faults need the mfusepy binding and libfuse3 ({error})"
+    return None
+
+
+for _selector, _who in _WHO.items():
+    _fixed = {} if _selector == "fixed" else {"targets": ()}
+    register(CrashFault, name=f"{_selector}-crash", selector=_selector, origin="builtin", **_fixed,
+             description=f"machine crash of {_who}: kill -9 every SUT process there and drop its "
+                         f"unsynced writes (lazyfs); restart them at stop")
+
+__all__ = ["CrashFault", "crash_fs_unavailable", "needs_crash_fs"]

@@ -1,0 +1,469 @@
+"""The crash file system that runs on a node (the idea of Jepsen's LazyFS).
+
+A FUSE pass-through over `<state>/live` that also keeps a second, *durable*
+image of the tree: what a machine would still have after losing power. Every
+write goes to the live tree at once (so reads see it) and is remembered as a
+dirty byte range; `fsync`/`fdatasync` of a file copies its dirty ranges into
+the durable image; `fsync` of a directory makes its current entries (creates,
+renames, unlinks, mkdirs) durable. The `lose` command rebuilds the live tree
+from the durable image: every write, create and rename not yet synced is gone.
+
+Run on the node with its system `python3` and the uploaded `mfusepy` module
+(stdlib + the binding only, like the SUT):
+
+    python3 lazyfs_node.py serve --state DIR --mountpoint DIR
+    python3 lazyfs_node.py lose|status --mountpoint DIR
+    python3 lazyfs_node.py mounted --mountpoint DIR
+
+Commands reach the daemon over an abstract UNIX socket named after the
+mountpoint (per network namespace, gone with the daemon: nothing to clean).
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import errno
+import hashlib
+import json
+import os
+import shutil
+import socket
+import stat
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+FSTYPE = "fuse.lazyfs"
+ROOT_FID = 0
+
+
+def control_address(mountpoint: str) -> str:
+    """The abstract socket name of the daemon serving `mountpoint`."""
+    digest = hashlib.sha256(os.path.abspath(mountpoint).encode()).hexdigest()[:24]
+    return f"\0lazyfs-{digest}"
+
+
+@dataclass
+class Dirty:
+    """What changed in one file since its last fsync: written ranges, smallest size."""
+
+    ranges: list[tuple[int, int]] = field(default_factory=list)  # sorted, disjoint [start, end)
+    min_size: int | None = None
+
+    def write(self, start: int, end: int) -> None:
+        """Add [start, end), merging with every range it touches."""
+        if end <= start:
+            return
+        i = bisect.bisect_left(self.ranges, (start, start))
+        if i > 0 and self.ranges[i - 1][1] >= start:
+            i -= 1
+        j = i
+        while j < len(self.ranges) and self.ranges[j][0] <= end:
+            start, end = min(start, self.ranges[j][0]), max(end, self.ranges[j][1])
+            j += 1
+        self.ranges[i:j] = [(start, end)]
+
+    def truncate(self, size: int) -> None:
+        self.min_size = size if self.min_size is None else min(self.min_size, size)
+        self.ranges = [(s, min(e, size)) for s, e in self.ranges if s < size]
+
+    @property
+    def bytes(self) -> int:
+        return sum(end - start for start, end in self.ranges)
+
+
+class CrashState:
+    """The live tree, the durable image and the map between them (no FUSE in here,
+    so the model is testable alone). Files and directories are named by a fid of
+    ours, not the inode number: the backing file system reuses inode numbers."""
+
+    def __init__(self, state_dir: str) -> None:
+        self.state_dir = os.path.abspath(state_dir)
+        self.live = os.path.join(self.state_dir, "live")
+        self.store = os.path.join(self.state_dir, "durable")
+        self.lock = threading.RLock()
+        self.generation = 0
+        self.losses: list[dict[str, int]] = []
+        os.makedirs(self.live, exist_ok=True)
+        self._snapshot_live()
+
+    # -- identities ----------------------------------------------------------------------
+    def _reset(self) -> None:
+        self.fids: dict[int, int] = {os.lstat(self.live).st_ino: ROOT_FID}
+        self.next_fid = ROOT_FID + 1
+        self.durable_dirs: dict[int, dict[str, tuple[int, str]]] = {ROOT_FID: {}}  # fid -> name -> (fid, kind)
+        self.durable_files: set[int] = set()
+        self.dirty: dict[int, Dirty] = {}
+
+    def path(self, path: str) -> str:
+        return os.path.join(self.live, path.lstrip("/"))
+
+    def fid(self, live_path: str, new: bool = False) -> int:
+        """Our id of what lives at `live_path` (a fresh one with `new`)."""
+        ino = os.lstat(live_path).st_ino
+        if new or ino not in self.fids:
+            self.fids[ino] = self.next_fid
+            self.next_fid += 1
+        return self.fids[ino]
+
+    def forget(self, live_path: str) -> None:
+        """Drop the inode -> fid map of a name about to disappear for good."""
+        try:
+            st = os.lstat(live_path)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(st.st_mode) or st.st_nlink <= 1:
+            self.fids.pop(st.st_ino, None)
+
+    # -- changes ---------------------------------------------------------------------------
+    def wrote(self, fid: int, start: int, end: int) -> None:
+        self.dirty.setdefault(fid, Dirty()).write(start, end)
+
+    def truncated(self, fid: int, size: int) -> None:
+        self.dirty.setdefault(fid, Dirty()).truncate(size)
+
+    def sync_file(self, fid: int, fd: int) -> None:
+        """fsync: the durable copy of the file becomes its live content."""
+        dirty = self.dirty.pop(fid, Dirty())
+        live_size = os.fstat(fd).st_size
+        target = os.open(self._content(fid), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(target).st_size
+            os.ftruncate(target, min(size, dirty.min_size if dirty.min_size is not None else size))
+            os.ftruncate(target, live_size)
+            for start, end in dirty.ranges:
+                end = min(end, live_size)
+                while start < end:
+                    chunk = os.pread(fd, min(end - start, 1 << 20), start)
+                    if not chunk:
+                        break
+                    os.pwrite(target, chunk, start)
+                    start += len(chunk)
+        finally:
+            os.close(target)
+        self.durable_files.add(fid)
+
+    def sync_dir(self, path: str) -> None:
+        """fsync of a directory: its current entries become the durable ones."""
+        live_dir = self.path(path)
+        entries = {}
+        for name in os.listdir(live_dir):
+            child = os.path.join(live_dir, name)
+            kind = "d" if stat.S_ISDIR(os.lstat(child).st_mode) else "f"
+            entries[name] = (self.fid(child), kind)
+        self.durable_dirs[self.fid(live_dir)] = entries
+
+    def _content(self, fid: int) -> str:
+        return os.path.join(self.store, str(fid))
+
+    # -- the crash ---------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        return {"generation": self.generation, "unsynced_files": len(self.dirty),
+                "unsynced_bytes": sum(d.bytes for d in self.dirty.values()), "losses": self.losses}
+
+    def lose(self) -> dict[str, int]:
+        """Rebuild the live tree from the durable image; returns what was dropped."""
+        lost = {"unsynced_files": len(self.dirty), "unsynced_bytes": sum(d.bytes for d in self.dirty.values())}
+        fresh = self.live + ".rebuild"
+        shutil.rmtree(fresh, ignore_errors=True)
+        os.makedirs(fresh)
+        self._rebuild(ROOT_FID, fresh)
+        old = self.live + ".old"
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(self.live, old)
+        os.rename(fresh, self.live)
+        shutil.rmtree(old, ignore_errors=True)
+        self.generation += 1
+        self._snapshot_live()
+        lost["generation"] = self.generation
+        self.losses.append(lost)
+        return lost
+
+    def _rebuild(self, dir_fid: int, target: str) -> None:
+        for name, (fid, kind) in self.durable_dirs.get(dir_fid, {}).items():
+            path = os.path.join(target, name)
+            if kind == "d":
+                os.mkdir(path)
+                self._rebuild(fid, path)
+            elif fid in self.durable_files:
+                shutil.copyfile(self._content(fid), path)
+            else:
+                open(path, "wb").close()  # the name was synced, the data never was
+
+    def _snapshot_live(self) -> None:
+        """Everything in the live tree now is durable (at start and after a loss)."""
+        shutil.rmtree(self.store, ignore_errors=True)
+        os.makedirs(self.store)
+        self._reset()
+        for here, dirs, files in os.walk(self.live):
+            rel = "/" + os.path.relpath(here, self.live)
+            for name in files:
+                fid = self.fid(os.path.join(here, name))
+                shutil.copyfile(os.path.join(here, name), self._content(fid))
+                self.durable_files.add(fid)
+            self.sync_dir(rel)
+            for name in dirs:
+                self.sync_dir(os.path.join(rel, name))
+
+
+def _operations(state: CrashState) -> Any:
+    """The FUSE operations over a CrashState (mfusepy's high-level, path-based API)."""
+    import mfusepy
+
+    def oserror(error: OSError) -> mfusepy.FuseOSError:
+        return mfusepy.FuseOSError(error.errno or errno.EIO)
+
+    def guarded(method):
+        # One lock for every operation: a `lose` must see the tree standing still.
+        def run(self, *args):
+            with state.lock:
+                try:
+                    return method(self, *args)
+                except OSError as error:
+                    if isinstance(error, mfusepy.FuseOSError):
+                        raise
+                    raise oserror(error) from None
+        run.__name__ = method.__name__
+        return run
+
+    class LazyFS(mfusepy.Operations):
+        use_ns = True
+
+        def __init__(self) -> None:
+            self.handles: dict[int, tuple[int, int, bool]] = {}  # fh -> (fd, fid, append)
+            self.next_fh = 1
+
+        def _handle(self, fh: int) -> tuple[int, int, bool]:
+            if fh not in self.handles:
+                raise mfusepy.FuseOSError(errno.EBADF)  # opened before a `lose`
+            return self.handles[fh]
+
+        def _open(self, live: str, flags: int, fid: int, mode: int = 0o644) -> int:
+            fd = os.open(live, flags & ~os.O_TRUNC, mode)
+            if flags & os.O_TRUNC:
+                os.ftruncate(fd, 0)
+                state.truncated(fid, 0)
+            fh, self.next_fh = self.next_fh, self.next_fh + 1
+            self.handles[fh] = (fd, fid, bool(flags & os.O_APPEND))
+            return fh
+
+        @guarded
+        def getattr(self, path, fh=None):
+            st = os.lstat(state.path(path))
+            times = {"st_atime": st.st_atime_ns, "st_mtime": st.st_mtime_ns, "st_ctime": st.st_ctime_ns}
+            return {key: getattr(st, key) for key in (
+                "st_mode", "st_nlink", "st_size", "st_uid", "st_gid", "st_ino", "st_blocks")} | times
+
+        @guarded
+        def readdir(self, path, fh):
+            return [".", "..", *os.listdir(state.path(path))]
+
+        @guarded
+        def mkdir(self, path, mode):
+            os.mkdir(state.path(path), mode)
+            state.fid(state.path(path), new=True)
+            return 0
+
+        @guarded
+        def rmdir(self, path):
+            state.forget(state.path(path))
+            os.rmdir(state.path(path))
+            return 0
+
+        @guarded
+        def unlink(self, path):
+            state.forget(state.path(path))
+            os.unlink(state.path(path))
+            return 0
+
+        @guarded
+        def rename(self, old, new):
+            if os.path.lexists(state.path(new)):
+                state.forget(state.path(new))
+            os.rename(state.path(old), state.path(new))
+            return 0
+
+        @guarded
+        def create(self, path, mode, fi=None):
+            live = state.path(path)
+            existed = os.path.lexists(live)
+            fd = os.open(live, os.O_RDWR | os.O_CREAT, mode)
+            os.close(fd)
+            return self._open(live, os.O_RDWR, state.fid(live, new=not existed))
+
+        @guarded
+        def open(self, path, flags):
+            live = state.path(path)
+            return self._open(live, flags & ~os.O_CREAT, state.fid(live))
+
+        @guarded
+        def read(self, path, size, offset, fh):
+            return os.pread(self._handle(fh)[0], size, offset)
+
+        @guarded
+        def write(self, path, data, offset, fh):
+            fd, fid, append = self._handle(fh)
+            written = os.pwrite(fd, data, offset)
+            if append:  # pwrite on an O_APPEND fd writes at the end, whatever the offset
+                offset = os.fstat(fd).st_size - written
+            state.wrote(fid, offset, offset + written)
+            return written
+
+        @guarded
+        def truncate(self, path, length, fh=None):
+            if fh is not None and fh in self.handles:
+                fd, fid, _ = self.handles[fh]
+                os.ftruncate(fd, length)
+            else:
+                live = state.path(path)
+                os.truncate(live, length)
+                fid = state.fid(live)
+            state.truncated(fid, length)
+            return 0
+
+        @guarded
+        def fsync(self, path, datasync, fh):
+            fd, fid, _ = self._handle(fh)
+            state.sync_file(fid, fd)
+            return 0
+
+        @guarded
+        def fsyncdir(self, path, datasync, fh):
+            state.sync_dir(path)
+            return 0
+
+        @guarded
+        def release(self, path, fh):
+            entry = self.handles.pop(fh, None)
+            if entry is not None:
+                os.close(entry[0])
+            return 0
+
+        def flush(self, path, fh):
+            return 0
+
+        def opendir(self, path):
+            return 0
+
+        def releasedir(self, path, fh):
+            return 0
+
+        @guarded
+        def chmod(self, path, mode):
+            os.chmod(state.path(path), mode)
+            return 0
+
+        @guarded
+        def chown(self, path, uid, gid):
+            os.chown(state.path(path), uid, gid, follow_symlinks=False)
+            return 0
+
+        @guarded
+        def utimens(self, path, times=None):
+            os.utime(state.path(path), ns=times, follow_symlinks=False)
+            return 0
+
+        @guarded
+        def statfs(self, path):
+            st = os.statvfs(state.path(path))
+            return {key: getattr(st, key) for key in (
+                "f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree", "f_files",
+                "f_flag", "f_frsize", "f_namemax")}
+
+        def drop_handles(self) -> None:
+            """A crash closes every file: handles opened before a `lose` are dead."""
+            for fd, _, _ in self.handles.values():
+                os.close(fd)
+            self.handles.clear()
+
+    return LazyFS()
+
+
+def serve_control(state: CrashState, operations: Any, mountpoint: str) -> None:
+    """Answer `lose` and `status` on the abstract socket (a daemon thread)."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(control_address(mountpoint))
+    server.listen(4)
+
+    def loop() -> None:
+        while True:
+            conn, _ = server.accept()
+            with conn:
+                command = conn.recv(64).decode(errors="replace").strip()
+                with state.lock:
+                    if command == "lose":
+                        operations.drop_handles()
+                        reply = {"ok": True, **state.lose()}
+                    elif command == "status":
+                        reply = {"ok": True, **state.status()}
+                    else:
+                        reply = {"ok": False, "error": f"unknown command {command!r}"}
+                conn.sendall(json.dumps(reply).encode() + b"\n")
+
+    threading.Thread(target=loop, name="lazyfs-control", daemon=True).start()
+
+
+def ask(mountpoint: str, command: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Send one command to the daemon of `mountpoint`; its JSON reply."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(control_address(mountpoint))
+        conn.sendall(command.encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return json.loads(data)
+
+
+def mounted(mountpoint: str) -> bool:
+    """Is a lazyfs mounted at `mountpoint` in this mount namespace? (Reads
+    /proc/self/mountinfo: stat() on a mount whose daemon died fails.)"""
+    target = os.path.abspath(mountpoint)
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            fields = line.split()
+            point = fields[4].encode().decode("unicode_escape")  # octal escapes of spaces etc.
+            fstype = fields[fields.index("-") + 1]
+            if point == target and fstype == FSTYPE:
+                return True
+    return False
+
+
+def serve(state_dir: str, mountpoint: str) -> None:
+    import mfusepy
+    state = CrashState(state_dir)
+    operations = _operations(state)
+    serve_control(state, operations, mountpoint)
+    # Cached attributes or names would hide a `lose` from the kernel: none are kept.
+    mfusepy.FUSE(operations, mountpoint, foreground=True, nothreads=True, fsname="lazyfs",
+                 subtype="lazyfs", attr_timeout=0, entry_timeout=0, negative_timeout=0)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="lazyfs_node.py", description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["serve", "lose", "status", "mounted"])
+    parser.add_argument("--mountpoint", required=True)
+    parser.add_argument("--state", help="directory for the live tree and the durable image (serve)")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        if not args.state:
+            parser.error("serve needs --state")
+        serve(args.state, args.mountpoint)
+        return 0
+    if args.command == "mounted":
+        print("yes" if mounted(args.mountpoint) else "no")
+        return 0
+    try:
+        print(json.dumps(ask(args.mountpoint, args.command)))
+    except OSError as error:
+        print(f"lazyfs at {args.mountpoint}: no daemon answers ({error.strerror or error})", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
