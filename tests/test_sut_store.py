@@ -130,6 +130,26 @@ def test_segment_size_mismatch_is_a_clear_error(tmp_path):
         CommitLog(tmp_path, 8192, LOG)
 
 
+def test_an_empty_last_segment_left_by_a_crash_during_creation_is_sized_and_the_log_recovers(tmp_path):
+    log = fresh_log(tmp_path)
+    log.append([payload(1)])
+    log.close()
+    empty = tmp_path / f"{SEG:020d}"  # the next segment: created, killed before ftruncate
+    empty.touch()
+    again = CommitLog(tmp_path, SEG, LOG)
+    assert empty.stat().st_size == SEG
+    recovery = again.recover(0, lambda offset, data: None)
+    assert recovery.records == 1
+
+
+def test_an_empty_segment_before_the_last_is_still_an_error(tmp_path):
+    fresh_log(tmp_path).close()
+    (tmp_path / f"{0:020d}").write_bytes(b"")
+    (tmp_path / f"{SEG:020d}").write_bytes(bytes(SEG))
+    with pytest.raises(StoreError, match="has 0 bytes"):
+        CommitLog(tmp_path, SEG, LOG)
+
+
 def _store(path: Path, **cfg) -> MessageStore:
     store = MessageStore(path, StoreConfig(segment_bytes=SEG, **cfg), LOG)
     store.recover()

@@ -64,7 +64,7 @@ class CommitLog:
     # -- layout -------------------------------------------------------------
     def _list_segments(self) -> list[int]:
         """Indexes of the segment files present, checked for name and size."""
-        found = []
+        sizes: dict[int, int] = {}
         for path in self.dir.iterdir():
             if path.name.endswith(".tmp"):
                 continue
@@ -74,11 +74,31 @@ class CommitLog:
             if base % self.segment_bytes:
                 raise StoreError(f"segment {path} does not start at a multiple of the segment "
                                  f"size {self.segment_bytes}: was the store made with another size?")
-            size = path.stat().st_size
-            if size != self.segment_bytes:
-                raise StoreError(f"segment {path} has {size} bytes, expected {self.segment_bytes}")
-            found.append(base // self.segment_bytes)
-        return sorted(found)
+            sizes[base // self.segment_bytes] = path.stat().st_size
+        found = sorted(sizes)
+        for index in found:
+            size = sizes[index]
+            if size == self.segment_bytes:
+                continue
+            if index == found[-1] and size == 0:
+                self._finish_creation(index)
+                continue
+            raise StoreError(f"segment {self._path(index)} has {size} bytes, expected {self.segment_bytes}")
+        return found
+
+    def _finish_creation(self, index: int) -> None:
+        """An empty last segment is a creation cut short by a crash (kill -9 between
+        create and sizing, or a lost unsynced resize): records are only written into
+        a full-size segment, so sizing it now loses nothing. A segment of another
+        non-zero size stays an error (a store made with another segment size)."""
+        self.log.warning("segment %s is empty: its creation was cut short, sizing it",
+                         self._path(index))
+        fd = os.open(self._path(index), os.O_RDWR)
+        try:
+            os.ftruncate(fd, self.segment_bytes)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
 
     def _path(self, index: int) -> Path:
         return self.dir / f"{index * self.segment_bytes:020d}"
