@@ -46,7 +46,7 @@ def analysis(model: str, history: Iterable[dict], time_limit: float | None = DEF
     if engine != "jvm":
         raise ValueError(f"unknown engine {engine!r}; use 'jvm' or 'knossos'")
     parts = partitions(model, history, init)
-    results = _check_parts(model, parts, time_limit, max_configs, nil_reads, shared_deadline=True)
+    results = _check_parts(model, parts, time_limit, max_configs, nil_reads, groups=[0] * len(parts))
     merged = merge([(label, r) for (label, _, _), r in zip(parts, results)])
     merged["partitions"] = len(parts)
     merged["time"] = time.perf_counter() - started
@@ -55,25 +55,18 @@ def analysis(model: str, history: Iterable[dict], time_limit: float | None = DEF
 
 def analyze_batch(model: str, histories: list[list[dict]], time_limit: float | None = DEFAULT_TIME_LIMIT,
                   init: Any = None, max_configs: int = 0, nil_reads: str = "absent") -> list[dict]:
-    """`analysis` of many histories with few JVM calls: histories that are
-    one part each go in one call (each with its own time limit); a history
-    split into parts gets a call of its own, its parts sharing the limit."""
+    """`analysis` of many histories in one JVM call: each history has its own
+    time limit (shared by its parts); histories run in parallel, and the parts
+    of one history stop once one of them is proven invalid."""
     jvm.engine()
     started = time.perf_counter()
     all_parts = [partitions(model, h, init) for h in histories]
-    single = [i for i, parts in enumerate(all_parts) if len(parts) == 1]
-    verdicts: dict[int, list[dict]] = {}
-    flat = [all_parts[i][0] for i in single]
-    for i, r in zip(single, _check_parts(model, flat, time_limit, max_configs, nil_reads,
-                                         shared_deadline=False)):
-        verdicts[i] = [r]
-    for i, parts in enumerate(all_parts):
-        if i not in verdicts:
-            verdicts[i] = _check_parts(model, parts, time_limit, max_configs, nil_reads,
-                                       shared_deadline=True)
+    flat = [part for parts in all_parts for part in parts]
+    groups = [i for i, parts in enumerate(all_parts) for _ in parts]
+    results = iter(_check_parts(model, flat, time_limit, max_configs, nil_reads, groups=groups))
     out = []
-    for i, parts in enumerate(all_parts):
-        merged = merge([(label, r) for (label, _, _), r in zip(parts, verdicts[i])])
+    for parts in all_parts:
+        merged = merge([(label, next(results)) for label, _, _ in parts])
         merged["partitions"] = len(parts)
         out.append(merged)
     for r in out:
@@ -147,11 +140,13 @@ def _register_groups(ops: list[Operation]) -> list[tuple[tuple, list[Operation]]
 
 
 def _check_parts(model: str, parts: list[Part], time_limit: float | None, max_configs: int,
-                 nil_reads: str, shared_deadline: bool) -> list[dict]:
+                 nil_reads: str, groups: list[int]) -> list[dict]:
+    """One JVM call; parts with the same group number are one history's parts
+    (their time limit counts from when the engine starts on them together)."""
     budget = int(jvm.max_heap_bytes() * MEMORY_SHARE)
     prepared = [jvm.encode(model, ops, init, time_limit, max_configs, budget, nil_reads)
                 for _, ops, init in parts]
-    raw = jvm.check_prepared(prepared, time_limit if shared_deadline else None)
+    raw = jvm.check_prepared(prepared, groups=groups)
     return [decode(p, r) for p, r in zip(prepared, raw)]
 
 
@@ -189,10 +184,11 @@ def previous_ok(ops: list[Operation], failing: Operation) -> dict | None:
 
 def merge(results: list[tuple[Hashable, dict]]) -> dict:
     """One verdict for a split history: the first invalid part, else the first
-    unknown one, else valid."""
+    unknown one (not counting parts stopped because another was invalid),
+    else valid."""
     for wanted in (False, "unknown"):
         for label, r in results:
-            if r["valid"] is wanted:
+            if r["valid"] is wanted and r.get("cause") != "stopped":
                 return {**r, "key": _json_key(label)}
     if not results:
         return {"valid": True, "analyzer": "wgl", "op": None, "previous-ok": None,

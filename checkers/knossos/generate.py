@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 import string
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 FAIL = object()
 
@@ -131,15 +132,19 @@ class _Sim:
 
 def random_history(model: str, rng: random.Random, ops: int, processes: int,
                    info: float = 0.1, fail_ok: bool = True, keys: int = 1,
-                   corrupt: float = 0.0, values: int = 5) -> list[dict]:
+                   corrupt: float = 0.0, values: int = 5, stragglers: int = 0) -> list[dict]:
     """A random history of `ops` operations by `processes` concurrent clients.
 
     info: chance per op that the client crashes (info) instead of seeing ok.
     keys > 1: ops spread over that many independent objects (a `key` field).
     corrupt: chance that one observed result is changed afterwards.
+    stragglers: that many clients hang on their first op until every other op
+    is done, then it takes effect and completes: ops concurrent with the whole
+    history that no read saw (the shape of Porcupine's 50-client kv test).
     """
     sim = _Sim(model, rng, values)
     states = {k: sim.initial() for k in range(keys)}
+    hanging = set(rng.sample(range(processes), min(stragglers, processes)))
     busy: dict[int, dict] = {}
     process = list(range(processes))
     next_process = processes
@@ -152,6 +157,9 @@ def random_history(model: str, rng: random.Random, ops: int, processes: int,
             z = zombies.pop(rng.randrange(len(zombies)))
             states[z["key"]], _ = sim.apply(states[z["key"]], z["f"], z["value"])
         op = busy.get(slot)
+        if op is not None and slot in hanging and (
+                invoked < ops or any(s not in hanging for s in busy)):
+            continue
         if op is None:
             if invoked >= ops:
                 continue
@@ -202,3 +210,199 @@ def _event(op: dict, kind: str, value: Any, keys: int) -> dict:
     if keys > 1:
         event["key"] = op["key"]
     return event
+
+
+# --- Adversarial histories: valid ones with one completion made impossible ---
+
+NEVER_WRITTEN = "never-written"
+"""A value no generated op ever writes (generated kv strings use a-c only)."""
+
+
+@dataclass
+class Mutation:
+    """Where a history was made non-linearizable, and how.
+
+    `index` is the completion event (position in the history) that was
+    changed or inserted, `call` its invocation; `related` are the positions of
+    the events the change depends on (the op it duplicates, the write it
+    loses).
+    """
+
+    kind: str
+    index: int
+    call: int
+    related: tuple[int, ...] = ()
+
+    def may_blame(self, position: int) -> bool:
+        """Whether a checker may rightly name the completion at `position`:
+        the mutated op, one it depends on, or one that completed while the
+        mutated op was running (it may have seen the mutated op's true
+        effect, which the mutation took away)."""
+        return position in (self.index, *self.related) or self.call < position < self.index
+
+
+def adversarial_history(model: str, rng: random.Random, ops: int, processes: int,
+                        info: float = 0.05, keys: int = 1, stragglers: int = 0,
+                        tries: int = 50) -> tuple[list[dict], Mutation]:
+    """A linearizable random history with one completion mutated so that it
+    is certainly not linearizable (see `mutate`), and the mutation."""
+    for _ in range(tries):
+        history = random_history(model, rng, ops=ops, processes=processes, info=info, keys=keys,
+                                 values=10**9, stragglers=stragglers)
+        mutation = mutate(model, history, rng)
+        if mutation is not None:
+            return history, mutation
+    raise ValueError(f"no mutable completion in {tries} {model} histories of {ops} ops")
+
+
+def mutate(model: str, history: list[dict], rng: random.Random) -> Mutation | None:
+    """Changes one completion of a linearizable history in place so that no
+    linearization exists; None when the history offers no such completion.
+
+    Each mutation is impossible whatever the other ops did:
+    - stale read (kv): a get returns "" after a non-empty write completed
+      (no generated put writes "", so the string never empties again);
+    - read of a value never written (register, cas-register, multi-register, kv);
+    - lost add (set): a read misses an element whose add completed before it;
+    - duplicated dequeue (queues): a dequeue returns a value another dequeue
+      returned before it was invoked (enqueued values are unique);
+    - lost append (log): a read finds nothing at an offset an append got
+      before the read was invoked;
+    - double acquire (mutex): a second acquire succeeds while the lock is
+      certainly held (no release could have run in between).
+    """
+    pos = _positions(history)
+    return _MUTATORS[model](history, pos, rng)
+
+
+@dataclass
+class _Op:
+    call: int
+    done: int | None
+    event: dict
+    completion: dict | None
+
+
+def _positions(history: list[dict]) -> list[_Op]:
+    """Invoke/completion pairs by position (fails dropped, crashes kept)."""
+    pending: dict[Any, _Op] = {}
+    out = []
+    for i, e in enumerate(history):
+        if e["type"] == "invoke":
+            pending[e["process"]] = op = _Op(i, None, e, None)
+            out.append(op)
+        else:
+            op = pending.pop(e["process"])
+            op.done, op.completion = i, e
+    return [op for op in out if op.completion is None or op.completion["type"] != "fail"]
+
+
+def _ok(ops: list[_Op], f: str) -> list[_Op]:
+    return [op for op in ops if op.completion is not None and op.completion["type"] == "ok"
+            and op.event["f"] == f]
+
+
+def _indeterminate(op: _Op) -> bool:
+    """A crashed or never completed op: it may take effect at any later time."""
+    return op.completion is None or op.completion["type"] == "info"
+
+
+def _same_key(a: _Op, b: _Op) -> bool:
+    return a.event.get("key") == b.event.get("key")
+
+
+def _completed_before(ops: list[_Op], reader: _Op, f: str) -> list[_Op]:
+    return [op for op in _ok(ops, f) if op.done < reader.call and _same_key(op, reader)]
+
+
+def _never_written_read(f: str, fresh: Any) -> Callable:
+    def mutator(history: list[dict], ops: list[_Op], rng: random.Random) -> Mutation | None:
+        reads = _ok(ops, f)
+        if not reads:
+            return None
+        op = rng.choice(reads)
+        op.completion["value"] = fresh(op.completion["value"])
+        return Mutation("read of a value never written", op.done, op.call)
+    return mutator
+
+
+def _multi_register_fresh(history: list[dict], ops: list[_Op], rng: random.Random) -> Mutation | None:
+    reading = [op for op in _ok(ops, "txn") if any(m[0] == "read" for m in op.completion["value"])]
+    if not reading:
+        return None
+    op = rng.choice(reading)
+    micro = [list(m) for m in op.completion["value"]]
+    next(m for m in micro if m[0] == "read")[2] = NEVER_WRITTEN
+    op.completion["value"] = micro
+    return Mutation("read of a value never written", op.done, op.call)
+
+
+def _kv_stale_read(history: list[dict], ops: list[_Op], rng: random.Random) -> Mutation | None:
+    candidates = [(op, w) for op in _ok(ops, "get")
+                  for w in [_completed_before(ops, op, "append") + _completed_before(ops, op, "put")]
+                  if w]
+    if not candidates or rng.random() < 0.3:
+        return _never_written_read("get", lambda v: NEVER_WRITTEN)(history, ops, rng)
+    op, writes = rng.choice(candidates)
+    op.completion["value"] = ""
+    return Mutation("stale read", op.done, op.call, tuple(w.done for w in writes))
+
+
+def _set_lost_add(history: list[dict], ops: list[_Op], rng: random.Random) -> Mutation | None:
+    candidates = [(op, adds) for op in _ok(ops, "read")
+                  for adds in [_completed_before(ops, op, "add")] if adds]
+    if not candidates:
+        return _never_written_read("read", lambda v: sorted([*v, -1]))(history, ops, rng)
+    op, adds = rng.choice(candidates)
+    lost = rng.choice(adds)
+    op.completion["value"] = [v for v in op.completion["value"] if v != lost.event["value"]]
+    return Mutation("lost add", op.done, op.call, (lost.call, lost.done))
+
+
+def _duplicated_dequeue(history: list[dict], ops: list[_Op], rng: random.Random) -> Mutation | None:
+    candidates = [(op, first) for op in _ok(ops, "dequeue")
+                  for first in _completed_before(ops, op, "dequeue")
+                  if first.completion["value"] is not None]
+    if not candidates:
+        return _never_written_read("dequeue", lambda v: -1)(history, ops, rng)
+    op, first = rng.choice(candidates)
+    op.completion["value"] = first.completion["value"]
+    return Mutation("duplicated dequeue", op.done, op.call, (first.done,))
+
+
+def _log_lost_append(history: list[dict], ops: list[_Op], rng: random.Random) -> Mutation | None:
+    candidates = [(op, a) for op in _ok(ops, "read") for a in _completed_before(ops, op, "append")]
+    if not candidates:
+        return _never_written_read("read", lambda v: {**v, "value": -1})(history, ops, rng)
+    op, append = rng.choice(candidates)
+    offset = append.completion["value"]["offset"]
+    op.event["value"] = {"offset": offset}
+    op.completion["value"] = {"offset": offset, "value": None}
+    return Mutation("lost append", op.done, op.call, (append.done,))
+
+
+def _mutex_double_acquire(history: list[dict], ops: list[_Op], rng: random.Random) -> Mutation | None:
+    releases = [op for op in ops if op.event["f"] == "release"]
+    held = [a for a in _ok(ops, "acquire")
+            if not any(r.call < a.done and (_indeterminate(r) or r.done > a.call) for r in releases)]
+    if not held:
+        return None
+    acquire = rng.choice(held)
+    intruder = max(e["process"] for e in history if isinstance(e["process"], int)) + 1
+    at = acquire.done + 1
+    history[at:at] = [{"process": intruder, "type": "invoke", "f": "acquire", "value": None},
+                      {"process": intruder, "type": "ok", "f": "acquire", "value": None}]
+    return Mutation("double acquire", at + 1, at, (acquire.done,))
+
+
+_MUTATORS: dict[str, Callable[[list[dict], list[_Op], random.Random], Mutation | None]] = {
+    "register": _never_written_read("read", lambda v: NEVER_WRITTEN),
+    "cas-register": _never_written_read("read", lambda v: NEVER_WRITTEN),
+    "multi-register": _multi_register_fresh,
+    "kv": _kv_stale_read,
+    "set": _set_lost_add,
+    "fifo-queue": _duplicated_dequeue,
+    "unordered-queue": _duplicated_dequeue,
+    "log": _log_lost_append,
+    "mutex": _mutex_double_acquire,
+}

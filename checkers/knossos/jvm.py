@@ -65,7 +65,7 @@ def encode(model: str, ops: list[Operation], init: Any, time_limit: float | None
     init_ids = encoder.init_ids()
     aux = encoder.aux_ids()
     limit_ms = 0 if time_limit is None else max(1, int(time_limit * 1000))
-    head = (f"history {model} {limit_ms} {max_configs} {memory_budget}\n"
+    head = (f"{model} {limit_ms} {max_configs} {memory_budget}\n"
             f"values {len(values.json)}\n")
     wire = "".join([
         head, "\n".join(values.json), "\n",
@@ -76,13 +76,18 @@ def encode(model: str, ops: list[Operation], init: Any, time_limit: float | None
     return Prepared(model, kept, wire)
 
 
-def check_prepared(batch: list[Prepared], deadline: float | None = None) -> list[dict]:
+def check_prepared(batch: list[Prepared], deadline: float | None = None,
+                   groups: list[int] | None = None) -> list[dict]:
     """Runs a batch in the JVM; returns the engine's raw verdicts (op numbers
-    refer to each Prepared's `ops`)."""
+    refer to each Prepared's `ops`). `groups[i]` says which checked history
+    part i belongs to (default: each its own): the parts of one history are
+    searched in parallel and stop once one of them is proven invalid."""
     if not batch:
         return []
+    groups = list(range(len(batch))) if groups is None else groups
     deadline_ms = 0 if deadline is None else max(1, int(deadline * 1000))
-    wire = f"batch {len(batch)} {deadline_ms}\n" + "".join(p.wire for p in batch)
+    wire = f"batch {len(batch)} {deadline_ms}\n" + "".join(
+        f"history {g} {p.wire}" for g, p in zip(groups, batch))
     raw = str(engine().check(wire))
     return json.loads(raw)
 

@@ -28,10 +28,12 @@ final class History {
     final long timeLimitNanos;
     final long maxConfigs;
     final long memoryBudget;
+    /** Histories of one group are the independent parts (keys) of one checked history. */
+    final int group;
 
     History(String model, String[] valueJson, int[] init, int[] aux, int n, int[] call, int[] ret,
             int[] f, int[] inOff, int[] inLen, int[] outOff, int[] outLen, int[] data,
-            long timeLimitNanos, long maxConfigs, long memoryBudget) {
+            long timeLimitNanos, long maxConfigs, long memoryBudget, int group) {
         this.model = model;
         this.valueJson = valueJson;
         this.decoded = new String[valueJson.length];
@@ -49,6 +51,7 @@ final class History {
         this.timeLimitNanos = timeLimitNanos;
         this.maxConfigs = maxConfigs;
         this.memoryBudget = memoryBudget;
+        this.group = group;
     }
 
     int in(int op, int i) {

@@ -34,6 +34,10 @@ final class Result {
         return new Result("\"unknown\"", cause, detail, -1, configs, steps);
     }
 
+    boolean isInvalid() {
+        return failingOp >= 0;
+    }
+
     void addConfig(String modelJson, int lastOp, List<Integer> pending, int pendingCount) {
         StringBuilder b = new StringBuilder("{\"model\": ").append(modelJson);
         b.append(", \"last-op\": ").append(lastOp < 0 ? "null" : Integer.toString(lastOp));

@@ -59,6 +59,25 @@ final class Search {
     private int[] taken;
     private LinearizedSet lin;
 
+    // The walk's own state lives in fields so that a search can stop after a
+    // number of steps and resume later (Engine runs the keys of one history
+    // in rounds of growing step budgets; see Engine.checkGroup).
+    private ConfigCache cache;
+    private long bytes;
+    private long budget;
+    private long maxConfigs;
+    private java.util.concurrent.atomic.AtomicLong sharedBytes;
+    private int[] stackEntry;
+    private Object[] stackState;
+    private int[] stackAlt;
+    private int depth;
+    private int entry;
+    private int alt;
+    private boolean fresh;
+    private Object state;
+    private long steps;
+    private Result done;
+
     private int bestFirstMissing = -1;
     private final List<long[][]> bestSets = new ArrayList<>();
     private final List<Object> bestStates = new ArrayList<>();
@@ -205,26 +224,85 @@ final class Search {
         prev[next[e]] = e;
     }
 
+    /** Runs the search to its end (verdict, time limit or memory guard). */
     Result run() {
-        Object state = model.init(h);
+        return advance(Long.MAX_VALUE);
+    }
+
+    /** Steps taken so far; the search is deterministic in them. */
+    long steps() {
+        return steps;
+    }
+
+    /**
+     * Lets the configurations of all searches of a group count against one
+     * memory budget (the parts of one history are alive at the same time).
+     */
+    void shareMemory(java.util.concurrent.atomic.AtomicLong counter) {
+        this.sharedBytes = counter;
+    }
+
+    private void start() {
+        state = model.init(h);
         lin = new LinearizedSet(n, okCount);
-        ConfigCache cache = new ConfigCache();
+        cache = new ConfigCache();
         long[][] first = cache.add(ConfigCache.key(lin.hash(), state), state, lin);
         noteProgress(lin.firstMissingOk(), first, state, -1);
-        long bytes = lin.snapshotBytes() + ConfigCache.slotBytes();
-        long budget = h.memoryBudget > 0 ? h.memoryBudget : Long.MAX_VALUE;
-        long maxConfigs = h.maxConfigs > 0 ? h.maxConfigs : Long.MAX_VALUE;
+        bytes = 0;
+        budget = h.memoryBudget > 0 ? h.memoryBudget : Long.MAX_VALUE;
+        maxConfigs = h.maxConfigs > 0 ? h.maxConfigs : Long.MAX_VALUE;
+        grow(lin.snapshotBytes() + ConfigCache.slotBytes());
+        stackEntry = new int[n];
+        stackState = new Object[n];
+        stackAlt = new int[n];
+        depth = 0;
+        entry = next[HEAD];
+        alt = 0;
+        fresh = true;
+    }
 
-        int[] stackEntry = new int[n];
-        Object[] stackState = new Object[n];
-        int[] stackAlt = new int[n];
-        int depth = 0;
-        int entry = next[HEAD];
-        int alt = 0;
-        boolean fresh = true;
-        long steps = 0;
+    /** Counts a new configuration's bytes; true while under the memory guard. */
+    private boolean grow(long more) {
+        bytes += more;
+        long total = sharedBytes == null ? bytes : sharedBytes.addAndGet(more);
+        return total <= budget && cache.size() <= maxConfigs;
+    }
+
+    /**
+     * Searches until the verdict or until `stepLimit` steps in all (then
+     * returns null; call again to go on). The verdict is kept and returned
+     * again by later calls.
+     */
+    Result advance(long stepLimit) {
+        if (done != null) {
+            return done;
+        }
+        if (cache == null) {
+            start();
+        }
+        done = walk(stepLimit);
+        if (done != null) {
+            release();
+        }
+        return done;
+    }
+
+    /** Drops the cache once the verdict is known (its memory may be needed by other parts). */
+    private void release() {
+        if (sharedBytes != null) {
+            sharedBytes.addAndGet(-bytes);
+        }
+        cache = null;
+        stackState = null;
+        state = null;
+    }
+
+    private Result walk(long stepLimit) {
         search:
         while (true) {
+            if (steps >= stepLimit) {
+                return null;
+            }
             if ((++steps & 1023) == 0 && System.nanoTime() > deadline) {
                 return Result.unknown("timeout", "time limit reached after exploring "
                         + cache.size() + " configurations", cache.size(), steps);
@@ -245,8 +323,7 @@ final class Search {
                         dead = true;  // explored before, without success
                         break;
                     }
-                    bytes += lin.snapshotBytes() + ConfigCache.slotBytes();
-                    if (bytes > budget || cache.size() > maxConfigs) {
+                    if (!grow(lin.snapshotBytes() + ConfigCache.slotBytes())) {
                         return overMemory(cache, bytes, steps);
                     }
                     noteProgress(lin.firstMissingOk(), snap, state, op);
@@ -298,8 +375,7 @@ final class Search {
                         lin.clear(bit);
                         continue;
                     }
-                    bytes += lin.snapshotBytes() + ConfigCache.slotBytes();
-                    if (bytes > budget || cache.size() > maxConfigs) {
+                    if (!grow(lin.snapshotBytes() + ConfigCache.slotBytes())) {
                         return overMemory(cache, bytes, steps);
                     }
                     noteProgress(lin.firstMissingOk(), snap, next2, op);

@@ -9,7 +9,7 @@ import java.util.List;
  *
  * <pre>
  * batch COUNT DEADLINE_MS                 (DEADLINE_MS &lt;= 0: none)
- * history MODEL TIME_LIMIT_MS MAX_CONFIGS MEMORY_BUDGET_BYTES
+ * history GROUP MODEL TIME_LIMIT_MS MAX_CONFIGS MEMORY_BUDGET_BYTES   (same GROUP: parts of one history)
  * values K \n then K lines of JSON, one value each (id = line number)
  * init M ids...
  * aux M ids...
@@ -47,6 +47,7 @@ final class Wire {
 
     private History readHistory() {
         expect("history");
+        int group = readInt();
         String model = word();
         long limitMs = readLong();
         long maxConfigs = readLong();
@@ -94,7 +95,7 @@ final class Wire {
             }
         }
         return new History(model, values, init, aux, n, call, ret, f, inOff, inLen, outOff, outLen,
-                data, limitMs > 0 ? limitMs * 1_000_000L : 0, maxConfigs, budget);
+                data, limitMs > 0 ? limitMs * 1_000_000L : 0, maxConfigs, budget, group);
     }
 
     private int[] readInts(int m) {
