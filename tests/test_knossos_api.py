@@ -241,6 +241,13 @@ def test_edn_keywords_become_strings_and_ints():
     assert events[1]["value"] == [1, 2]
 
 
+def test_edn_beyond_the_plain_subset_is_read_by_edn_format():
+    events = read_edn('[{:process 0 :type :invoke :f :read :value nil :time #inst "2020-01-01"}\n'
+                      ' {:process 0 :type :ok :f :read :value \\a :note sym}]')
+    assert events[0]["time"].startswith("2020-01-01") and events[1]["value"] == "a"
+    assert events[1]["note"] == "sym"
+
+
 def test_bad_edn_names_the_source():
     with pytest.raises(HistoryError, match="h.edn: not valid EDN"):
         read_edn("[{:process 0", "h.edn")

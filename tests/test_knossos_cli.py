@@ -9,10 +9,16 @@ from click.testing import CliRunner
 
 from harness.cli import UserError, cli  # first: it registers every command module
 from harness.commands.lin import lin
+from tests.conftest import require
 
 pytestmark = pytest.mark.jvm
 
 KNOSSOS = Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "knossos"
+
+
+@pytest.fixture(autouse=True)
+def _knossos_testdata():
+    require(KNOSSOS.is_dir(), f"Knossos' test histories are missing at {KNOSSOS}")
 
 
 def run(*args: str):
@@ -89,3 +95,29 @@ def test_an_unknown_model_is_refused_by_the_option():
 def test_an_init_that_is_neither_json_nor_edn_is_refused():
     result = run(KNOSSOS / "mutex" / "bad" / "etcd.edn", "--init", "{:x")
     assert result.exit_code == UserError.exit_code and "--init '{:x' is neither JSON nor EDN" in result.output
+
+
+def test_many_files_in_one_call_each_get_their_own_verdict_in_order(tmp_path):
+    import random
+
+    from checkers.knossos.generate import adversarial_history, random_history
+    rng = random.Random(4)
+    expected = []
+    paths = []
+    for i in range(30):
+        if i % 3 == 0:
+            history, _ = adversarial_history("cas-register", rng, ops=30, processes=4)
+        else:
+            history = random_history("cas-register", rng, ops=30, processes=4, values=10**6)
+        path = tmp_path / f"h{i:02}.json"
+        path.write_text(json.dumps(history))
+        paths.append(path)
+        expected.append("INVALID" if i % 3 == 0 else "valid")
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps([{"process": 0, "type": "ok", "f": "read", "value": 1}]))
+    result = run(*paths[:15], broken, *paths[15:], "--init", "0")
+    lines = result.output.splitlines()
+    assert result.exit_code == 1
+    assert [line.split(": ")[1].split(" ")[0] for line in lines
+            if not line.startswith("error")] == expected
+    assert f"error: {broken}: event #0: ok of process 0 without an invoke" in result.output

@@ -90,3 +90,13 @@ def test_nil_reads_must_be_read_as_unknown_for_knossos_histories():
     history = load_history(TESTDATA / "cas-register" / "good" / "memstress3-1.edn")
     assert analysis("cas-register", history, init=0, nil_reads="unknown")["valid"] is True
     assert analysis("cas-register", history, init=0, nil_reads="absent")["valid"] is False
+
+
+def test_the_fast_edn_reader_reads_test_histories_exactly_as_edn_format():
+    import edn_format
+
+    from checkers.knossos.edn import _fast_forms, from_edn
+    sample = FILES[::12]
+    for path in sample:
+        text = path.read_text()
+        assert _fast_forms(text) == [from_edn(f) for f in edn_format.loads_all(text)], path

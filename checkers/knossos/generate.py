@@ -243,13 +243,17 @@ class Mutation:
 
 def adversarial_history(model: str, rng: random.Random, ops: int, processes: int,
                         info: float = 0.05, keys: int = 1, stragglers: int = 0,
-                        tries: int = 50) -> tuple[list[dict], Mutation]:
+                        late: bool = False, tries: int = 50) -> tuple[list[dict], Mutation]:
     """A linearizable random history with one completion mutated so that it
-    is certainly not linearizable (see `mutate`), and the mutation."""
+    is certainly not linearizable (see `mutate`), and the mutation.
+
+    late: mutate the last candidate completion rather than a random one. The
+    hardest case for a checker: it must rule out every linearization of
+    almost the whole history before it may say no."""
     for _ in range(tries):
         history = random_history(model, rng, ops=ops, processes=processes, info=info, keys=keys,
                                  values=10**9, stragglers=stragglers)
-        mutation = mutate(model, history, rng)
+        mutation = mutate(model, history, _Last(rng) if late else rng)
         if mutation is not None:
             return history, mutation
     raise ValueError(f"no mutable completion in {tries} {model} histories of {ops} ops")
@@ -273,6 +277,19 @@ def mutate(model: str, history: list[dict], rng: random.Random) -> Mutation | No
     """
     pos = _positions(history)
     return _MUTATORS[model](history, pos, rng)
+
+
+class _Last:
+    """An rng whose `choice` takes the last item (the latest completion)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def choice(self, items: list) -> Any:
+        return items[-1]
+
+    def random(self) -> float:
+        return 1.0
 
 
 @dataclass

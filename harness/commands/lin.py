@@ -48,23 +48,21 @@ def lin(files: tuple[Path, ...], model: str, init_text: str | None, time_limit: 
 
     Example: chaos lin data/cas-register/bad/*.edn --model cas-register --init 0
     """
-    from checkers.knossos import HistoryError, analysis, load_history
+    from checkers.knossos import HistoryError
     from checkers.knossos.jvm import EngineUnavailable
 
     init = _parse_init(init_text)
+    try:
+        results = _check_files(files, model, init, time_limit, engine, nil_reads)
+    except (EngineUnavailable, ValueError) as err:
+        raise UserError(str(err)) from None
     verdicts = []
-    for path in files:
-        try:
-            nil = nil_reads if nil_reads != "auto" else \
-                "unknown" if path.suffix == ".edn" else "absent"
-            result = analysis(model, load_history(path), time_limit=time_limit, init=init,
-                              engine=engine, nil_reads=nil)
-        except HistoryError as err:
-            click.echo(f"error: {err}", err=True)
+    for path, result in zip(files, results):
+        if isinstance(result, HistoryError):
+            where = "" if str(result).startswith(str(path)) else f"{path}: "
+            click.echo(f"error: {where}{result}", err=True)
             verdicts.append("error")
             continue
-        except (EngineUnavailable, ValueError) as err:
-            raise UserError(str(err)) from None
         verdicts.append(result["valid"])
         click.echo(json.dumps({"file": str(path), **result}, default=str) if as_json
                    else _line(path, result))
@@ -74,6 +72,55 @@ def lin(files: tuple[Path, ...], model: str, init_text: str | None, time_limit: 
         raise SystemExit(UserError.exit_code)
     if "unknown" in verdicts:
         raise SystemExit(2)
+
+
+def _check_files(files: tuple[Path, ...], model: str, init: Any, time_limit: float, engine: str,
+                 nil_reads: str) -> list[Any]:
+    """A verdict (or the HistoryError) per file. All files are read first and
+    checked in one engine call per nil-read mode, so a batch of many small
+    files pays the JVM round trip once and the histories run in parallel."""
+    from checkers.knossos import HistoryError, analysis, load_history
+
+    loaded: list[Any] = []
+    for path in files:
+        try:
+            loaded.append(load_history(path))
+        except HistoryError as err:
+            loaded.append(err)
+    results: list[Any] = list(loaded)
+    modes = [nil_reads if nil_reads != "auto" else "unknown" if p.suffix == ".edn" else "absent"
+             for p in files]
+    for mode in sorted(set(modes)):
+        todo = [i for i, m in enumerate(modes) if m == mode and not isinstance(loaded[i], Exception)]
+        if engine == "knossos":
+            checked = [_guarded(lambda i=i: analysis(model, loaded[i], time_limit=time_limit,
+                                                      init=init, engine=engine, nil_reads=mode))
+                       for i in todo]
+        else:
+            checked = _batch(model, [loaded[i] for i in todo], time_limit, init, mode)
+        for i, result in zip(todo, checked):
+            results[i] = result
+    return results
+
+
+def _batch(model: str, histories: list, time_limit: float, init: Any, nil_reads: str) -> list[Any]:
+    """analyze_batch, or on a malformed history each one alone (so the error names its file)."""
+    from checkers.knossos import HistoryError, analyze_batch
+    try:
+        return analyze_batch(model, histories, time_limit=time_limit, init=init,
+                             nil_reads=nil_reads)
+    except HistoryError:
+        return [_guarded(lambda h=h: analyze_batch(model, [h], time_limit=time_limit, init=init,
+                                                   nil_reads=nil_reads)[0])
+                for h in histories]
+
+
+def _guarded(check: Any) -> Any:
+    from checkers.knossos import HistoryError
+    try:
+        return check()
+    except HistoryError as err:
+        return err
 
 
 def _line(path: Path, result: dict) -> str:
