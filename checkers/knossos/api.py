@@ -46,9 +46,10 @@ def analysis(model: str, history: Iterable[dict], time_limit: float | None = DEF
     if engine != "jvm":
         raise ValueError(f"unknown engine {engine!r}; use 'jvm' or 'knossos'")
     parts = partitions(model, history, init)
+    call = time.perf_counter()
     results = _check_parts(model, parts, time_limit, max_configs, nil_reads, groups=[0] * len(parts))
-    merged = merge([(label, r) for (label, _, _), r in zip(parts, results)])
-    merged["partitions"] = len(parts)
+    merged = _merged(parts, results)
+    merged["engine-seconds"] = time.perf_counter() - call
     merged["time"] = time.perf_counter() - started
     return merged
 
@@ -66,8 +67,9 @@ def analyze_batch(model: str, histories: list[list[dict]], time_limit: float | N
     results = iter(_check_parts(model, flat, time_limit, max_configs, nil_reads, groups=groups))
     out = []
     for parts in all_parts:
-        merged = merge([(label, next(results)) for label, _, _ in parts])
-        merged["partitions"] = len(parts)
+        mine = [next(results) for _ in parts]
+        merged = _merged(parts, mine)
+        merged["engine-seconds"] = sum(r["engine-seconds"] for r in mine)
         out.append(merged)
     for r in out:
         r["time"] = (time.perf_counter() - started) / max(1, len(out))
@@ -75,6 +77,16 @@ def analyze_batch(model: str, histories: list[list[dict]], time_limit: float | N
 
 
 Part = tuple[Hashable, list[Operation], Any]
+
+
+def _merged(parts: list[Part], results: list[dict]) -> dict:
+    """The merged verdict with totals over the parts: how many, how many were
+    stopped early, the engine's CPU time over all of them."""
+    merged = merge([(label, r) for (label, _, _), r in zip(parts, results)])
+    merged["partitions"] = len(parts)
+    merged["stopped"] = sum(r.get("cause") == "stopped" for r in results)
+    merged["engine-cpu-seconds"] = sum(r.get("engine-cpu-seconds", 0) for r in results)
+    return merged
 
 
 def partitions(model: str, history: list[dict], init: Any = None) -> list[Part]:
@@ -155,7 +167,8 @@ def decode(prepared: jvm.Prepared, raw: dict) -> dict:
     result: dict[str, Any] = {"valid": raw["valid"], "analyzer": "wgl", "model": prepared.model,
                               "op": None, "previous-ok": None, "configs": [], "cause": None,
                               "configs-explored": raw.get("configs-explored"),
-                              "engine-seconds": raw.get("nanos", 0) / 1e9}
+                              "engine-seconds": raw.get("nanos", 0) / 1e9,
+                              "engine-cpu-seconds": raw.get("cpu-nanos", 0) / 1e9}
     if raw["valid"] == "unknown":
         result["cause"] = raw.get("cause")
         result["detail"] = raw.get("detail")

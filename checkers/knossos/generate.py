@@ -273,7 +273,8 @@ def mutate(model: str, history: list[dict], rng: random.Random) -> Mutation | No
     - lost append (log): a read finds nothing at an offset an append got
       before the read was invoked;
     - double acquire (mutex): a second acquire succeeds while the lock is
-      certainly held (no release could have run in between).
+      certainly held (no release could have run in between; when no such
+      moment exists, two new clients acquire it before anything else).
     """
     pos = _positions(history)
     return _MUTATORS[model](history, pos, rng)
@@ -402,13 +403,19 @@ def _mutex_double_acquire(history: list[dict], ops: list[_Op], rng: random.Rando
     releases = [op for op in ops if op.event["f"] == "release"]
     held = [a for a in _ok(ops, "acquire")
             if not any(r.call < a.done and (_indeterminate(r) or r.done > a.call) for r in releases)]
-    if not held:
-        return None
-    acquire = rng.choice(held)
     intruder = max(e["process"] for e in history if isinstance(e["process"], int)) + 1
+    if not held:
+        # Busy clients leave no moment where the lock is certainly held: two
+        # new clients acquire it one after the other before anything else.
+        key = {"key": history[0]["key"]} if "key" in history[0] else {}
+        history[0:0] = [{"process": p, "type": t, "f": "acquire", "value": None, **key}
+                        for p in (intruder, intruder + 1) for t in ("invoke", "ok")]
+        return Mutation("double acquire", 3, 2, (1,))
+    acquire = rng.choice(held)
     at = acquire.done + 1
-    history[at:at] = [{"process": intruder, "type": "invoke", "f": "acquire", "value": None},
-                      {"process": intruder, "type": "ok", "f": "acquire", "value": None}]
+    key = {"key": acquire.event["key"]} if "key" in acquire.event else {}
+    history[at:at] = [{"process": intruder, "type": t, "f": "acquire", "value": None, **key}
+                      for t in ("invoke", "ok")]
     return Mutation("double acquire", at + 1, at, (acquire.done,))
 
 

@@ -29,6 +29,8 @@ public final class Engine {
     static final long FIRST_ROUND_STEPS = 1 << 12;
     private static final int THREADS = Math.max(1, Integer.getInteger(
             "chaos.lin.threads", Runtime.getRuntime().availableProcessors()));
+    private static final java.lang.management.ThreadMXBean THREAD_CPU =
+            java.lang.management.ManagementFactory.getThreadMXBean();
     private static final ExecutorService POOL = Executors.newFixedThreadPool(THREADS, r -> {
         Thread t = new Thread(r, "chaos-lin");
         t.setDaemon(true);
@@ -46,6 +48,7 @@ public final class Engine {
         int count = histories.size();
         Result[] results = new Result[count];
         long[] nanos = new long[count];
+        long[] cpu = new long[count];
         Map<Integer, List<Integer>> groups = new LinkedHashMap<>();
         for (int k = 0; k < count; k++) {
             groups.computeIfAbsent(histories.get(k).group, g -> new ArrayList<>()).add(k);
@@ -65,15 +68,17 @@ public final class Engine {
                 s.shareMemory(memory);
                 histories.set(k, null);
                 long start = System.nanoTime();
+                long startCpu = THREAD_CPU.getCurrentThreadCpuTime();
                 results[k] = guarded(s, Long.MAX_VALUE);
                 nanos[k] = System.nanoTime() - start;
+                cpu[k] = THREAD_CPU.getCurrentThreadCpuTime() - startCpu;
                 return null;
             });
         }
         runAll(tasks);
         for (List<Integer> members : groups.values()) {
             if (members.size() > 1) {
-                checkGroup(histories, members, batchDeadline, memory, results, nanos);
+                checkGroup(histories, members, batchDeadline, memory, results, nanos, cpu);
             }
         }
         StringBuilder out = new StringBuilder("[");
@@ -81,14 +86,14 @@ public final class Engine {
             if (k > 0) {
                 out.append(",\n");
             }
-            results[k].writeTo(out, nanos[k]);
+            results[k].writeTo(out, nanos[k], cpu[k]);
         }
         return out.append(']').toString();
     }
 
     /** The parts of one history, in rounds, stopping at the first round that proves one invalid. */
     private static void checkGroup(List<History> histories, List<Integer> members, long deadline,
-            AtomicLong memory, Result[] results, long[] nanos) {
+            AtomicLong memory, Result[] results, long[] nanos, long[] cpu) {
         Search[] searches = new Search[members.size()];
         for (int i = 0; i < searches.length; i++) {
             int k = members.get(i);
@@ -108,8 +113,10 @@ public final class Engine {
                 }
                 round.add(() -> {
                     long start = System.nanoTime();
+                    long startCpu = THREAD_CPU.getCurrentThreadCpuTime();
                     results[k] = guarded(s, roundLimit);
                     nanos[k] += System.nanoTime() - start;
+                    cpu[k] += THREAD_CPU.getCurrentThreadCpuTime() - startCpu;
                     return null;
                 });
             }

@@ -46,7 +46,7 @@ final class Result {
         configJson.add(b.toString());
     }
 
-    void writeTo(StringBuilder b, long nanos) {
+    void writeTo(StringBuilder b, long nanos, long cpuNanos) {
         b.append("{\"valid\": ").append(valid);
         if (cause != null) {
             b.append(", \"cause\": ");
@@ -60,6 +60,7 @@ final class Result {
         }
         b.append(", \"configs-explored\": ").append(configs);
         b.append(", \"steps\": ").append(steps);
-        b.append(", \"nanos\": ").append(nanos).append('}');
+        b.append(", \"nanos\": ").append(nanos);
+        b.append(", \"cpu-nanos\": ").append(cpuNanos).append('}');
     }
 }
