@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers.knossos import MODELS, analyze_batch, reference
-from checkers.knossos.generate import initial, random_history
+from checkers.knossos.generate import adversarial_history, initial, random_history
 from checkers.knossos.history import operations
 
 pytestmark = pytest.mark.jvm
@@ -57,3 +57,25 @@ def test_uncorrupted_histories_are_linearizable(model):
     histories = [random_history(model, rng, ops=40, processes=5, info=0.3) for _ in range(20)]
     assert all(r["valid"] is True
                for r in analyze_batch(model, histories, init=initial(model)))
+
+
+MUTATED_EXAMPLES = 10  # x BATCH: 1,000 mutated histories per model
+
+
+@pytest.mark.parametrize("model", MODELS)
+@settings(max_examples=MUTATED_EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), processes=st.integers(1, 5),
+       info=st.sampled_from([0.0, 0.2]), late=st.booleans())
+def test_jvm_engine_and_python_reference_agree_on_mutated_histories(model, seed, processes, info,
+                                                                    late):
+    rng = random.Random(seed)
+    made = [adversarial_history(model, rng, ops=rng.randint(4, 14), processes=processes,
+                                info=info, late=late) for _ in range(BATCH)]
+    verdicts = analyze_batch(model, [h for h, _ in made], init=initial(model), time_limit=60)
+    for (history, mutation), got in zip(made, verdicts):
+        ops = operations(history)
+        want = reference.check(model, ops, initial(model))
+        assert got["valid"] is False and want["valid"] is False, (mutation, history)
+        assert got["op"] == ops[want["op"]].shown_completion(), history
+        assert mutation.may_blame(got["op"]["index"]), (mutation, history)
