@@ -1,5 +1,9 @@
 """The `linearizable` checker: each key's history through the JVM engine, one Spark task per group of keys.
 
+The keys of a run in one Spark partition go to the engine in one call: they
+are searched in parallel threads, and once one is proven not linearizable the
+others stop (verdict unknown, cause "stopped", counted as `stopped_keys`).
+
 Linearizability is local, so a history of independent keys is checked key by
 key (P-compositionality). Spark partitions the operations by (run, key); each
 Python worker turns a key's operations back into a Jepsen-style event list and
@@ -62,17 +66,44 @@ def check_key(model: str, ops: list[dict[str, Any]], time_limit: float,
 
 def check_partition(rows: Iterator[Any], models: dict[int, str], limits: dict[int, float],
                     analyze: Analyze | None = None) -> Iterator[tuple[int, str | None, str]]:
-    """Spark mapPartitions body: rows sorted by (run, key, index) -> (run, key, verdict JSON)."""
+    """Spark mapPartitions body: rows sorted by (run, key, index) -> (run, key, verdict JSON).
+
+    With the real engine (no `analyze` given) the keys of one run in this
+    partition are checked together, in parallel JVM threads, and once one key
+    is proven not linearizable the others still searching stop (verdict
+    unknown, cause "stopped"); an `analyze` function checks key by key.
+    """
+    by_run = itertools.groupby(rows, key=lambda r: r["run"])
     if analyze is None:
         try:
-            from checkers.knossos import analysis as analyze
+            from checkers.knossos import analysis, analyze_keys
         except Exception as exc:
             error = f"linearizability engine not available: {type(exc).__name__}: {exc}"
             analyze = functools.partial(_unavailable, error)
-    for (run, key), group in itertools.groupby(rows, key=lambda r: (r["run"], r["key"])):
-        ops = [r.asDict() if hasattr(r, "asDict") else r for r in group]
-        result = check_key(models[run], ops, limits[run], analyze)
-        yield run, key, json.dumps(result, default=str)
+        else:
+            for run, run_rows in by_run:
+                keys = {key: [r.asDict() if hasattr(r, "asDict") else r for r in group]
+                        for key, group in itertools.groupby(run_rows, key=lambda r: r["key"])}
+                for key, result in _check_keys(models[run], keys, limits[run], analyze_keys,
+                                               analysis).items():
+                    yield run, key, json.dumps(result, default=str)
+            return
+    for run, run_rows in by_run:
+        for key, group in itertools.groupby(run_rows, key=lambda r: r["key"]):
+            ops = [r.asDict() if hasattr(r, "asDict") else r for r in group]
+            yield run, key, json.dumps(check_key(models[run], ops, limits[run], analyze),
+                                       default=str)
+
+
+def _check_keys(model: str, keys: dict[Any, list[dict[str, Any]]], time_limit: float,
+                analyze_keys: Callable[..., dict], analyze: Analyze) -> dict[Any, dict[str, Any]]:
+    """All keys in one engine call; if that fails (a malformed key history),
+    key by key, so the error stays with its key."""
+    try:
+        return analyze_keys(model, {k: key_history(ops) for k, ops in keys.items()},
+                            time_limit=time_limit)
+    except Exception:
+        return {k: check_key(model, ops, time_limit, analyze) for k, ops in keys.items()}
 
 
 def _unavailable(error: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -92,8 +123,9 @@ def linearizable_section(model: str, time_limit: float,
                          verdicts: list[tuple[str | None, dict[str, Any]]]) -> dict[str, Any]:
     """Merge per-key verdicts (pure): false > unknown > true."""
     failures = [{**v, "key": key} for key, v in verdicts if v.get("valid") is False]
+    stopped = [key for key, v in verdicts if v.get("cause") == "stopped"]
     unknown = [{"key": key, "cause": v.get("cause"), "error": v.get("error")}
-               for key, v in verdicts if v.get("valid") == UNKNOWN]
+               for key, v in verdicts if v.get("valid") == UNKNOWN and v.get("cause") != "stopped"]
     problems = [f"key {f['key']}: cannot linearize {_shown(f.get('op'))}" for f in failures]
     problems += [f"key {u['key']}: unknown ({u['cause'] or u['error']})" for u in unknown]
     return {
@@ -102,8 +134,9 @@ def linearizable_section(model: str, time_limit: float,
         "model": model,
         "time_limit_s": time_limit,
         "keys": len(verdicts),
-        "counts": {"valid": len(verdicts) - len(failures) - len(unknown),
+        "counts": {"valid": len(verdicts) - len(failures) - len(unknown) - len(stopped),
                    "invalid": len(failures), "unknown": len(unknown)},
+        "stopped_keys": len(stopped),
         "failures": failures[:FAILURE_EXAMPLES],
         "unknown": unknown[:UNKNOWN_EXAMPLES],
     }

@@ -76,6 +76,24 @@ def analyze_batch(model: str, histories: list[list[dict]], time_limit: float | N
     return out
 
 
+def analyze_keys(model: str, histories: dict[Hashable, list[dict]],
+                 time_limit: float | None = DEFAULT_TIME_LIMIT, init: Any = None,
+                 nil_reads: str = "absent") -> dict[Hashable, dict]:
+    """A verdict per key for histories already split by key (the Spark
+    pipeline's groups), checked as the parts of one history: in parallel,
+    sharing the time limit, and once one key is proven invalid the keys still
+    searching stop (their verdict is unknown with cause "stopped")."""
+    jvm.engine()
+    keys = list(histories)
+    all_parts = [partitions(model, histories[k], init) for k in keys]
+    flat = [part for parts in all_parts for part in parts]
+    results = iter(_check_parts(model, flat, time_limit, 0, nil_reads, groups=[0] * len(flat)))
+    out = {}
+    for key, parts in zip(keys, all_parts):
+        out[key] = {**_merged(parts, [next(results) for _ in parts]), "key": key}
+    return out
+
+
 Part = tuple[Hashable, list[Operation], Any]
 
 
@@ -203,6 +221,9 @@ def merge(results: list[tuple[Hashable, dict]]) -> dict:
         for label, r in results:
             if r["valid"] is wanted and r.get("cause") != "stopped":
                 return {**r, "key": _json_key(label)}
+    for label, r in results:
+        if r.get("cause") == "stopped":  # not proven either way
+            return {**r, "key": _json_key(label)}
     if not results:
         return {"valid": True, "analyzer": "wgl", "op": None, "previous-ok": None,
                 "configs": [], "cause": None, "key": None}
@@ -213,4 +234,4 @@ def _json_key(label: Hashable) -> Any:
     return list(label) if isinstance(label, tuple) else label
 
 
-__all__ = ["analysis", "analyze_batch", "partitions", "split_by_key", "MODELS", "HistoryError"]
+__all__ = ["analysis", "analyze_batch", "analyze_keys", "partitions", "split_by_key", "MODELS", "HistoryError"]
