@@ -8,10 +8,21 @@ Prints numbers for docs/benchmarks.md:
      histories; one 3,424-op, 50-client key-value history, partitioned).
   3. Generated histories of growing length, concurrency, crash rate and key
      count, to show how the cost grows; the Python reference beside the small ones.
+  4. Adversarial histories (generate.adversarial_history: one completion made
+     impossible) next to the same valid histories, per model, at 5/10/50
+     clients and growing size; the Python reference beside them.
+  5. Porcupine-shaped kv: 3,424 ops, 50 clients, 10 keys, clients hanging
+     over the whole history, valid and with the last possible read made stale.
+  6. Batch: 100 small history files in one `chaos lin` call (wall time with
+     JVM start), and the Python reference reading and checking the same files.
 
     .venv/bin/python bench/linearizability.py            # everything (~15 min)
     .venv/bin/python bench/linearizability.py --quick    # smaller grid (~3 min)
     .venv/bin/python bench/linearizability.py --no-growth  # sections 1 and 2 (~1 min)
+    .venv/bin/python bench/linearizability.py --issue16  # sections 4-6 (~3 min)
+
+Times are wall seconds; "cpu" is the engine threads' CPU time, which a
+loaded machine inflates far less than wall time (the load average is printed).
 """
 from __future__ import annotations
 
@@ -31,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from checkers.knossos import analysis, analyze_batch, jvm, load_history, reference  # noqa: E402
-from checkers.knossos.generate import initial, random_history  # noqa: E402
+from checkers.knossos.generate import adversarial_history, initial, random_history  # noqa: E402
 from checkers.knossos.history import operations  # noqa: E402
 
 TESTDATA = ROOT.parent / "shared" / "testdata" / "knossos"
@@ -167,16 +178,118 @@ def section_growth(quick: bool, models: set[str] | None = None) -> None:
               flush=True)
 
 
+def _engine(model: str, history: list[dict], time_limit: float = 30) -> dict:
+    return analysis(model, history, init=initial(model), time_limit=time_limit)
+
+
+def _reference(model: str, history: list[dict], limit: float = 30) -> str:
+    start = time.perf_counter()
+    got = reference.check(model, operations(history), initial(model), time_limit=limit)
+    return f"{time.perf_counter() - start:.3f}" + ("+" if got["valid"] == "unknown" else "")
+
+
+def section_adversarial(quick: bool) -> None:
+    print(f"\n== 4. Valid vs adversarial (one impossible completion, the last one), per model ==  "
+          f"(load average now: {os.getloadavg()[0]:.1f})")
+    print(f"{'model':15} {'ops':>6} {'procs':>5} {'keys':>4} | {'valid s':>8} {'cpu':>6} "
+          f"{'ref s':>7} | {'invalid s':>9} {'cpu':>6} {'verdict':>8} {'named':>5} {'ref s':>7}")
+    from checkers.knossos import MODELS
+    sizes = [(1000, 1)] if quick else [(1000, 1), (10000, 10)]
+    for model in MODELS:
+        for ops, keys in sizes:
+            for procs in (5, 10, 50):
+                seed = ops + procs
+                valid = random_history(model, random.Random(seed), ops=ops, processes=procs,
+                                       info=0.05, keys=keys, values=10**9)
+                bad, mutation = adversarial_history(model, random.Random(seed), ops=ops,
+                                                    processes=procs, info=0.05, keys=keys,
+                                                    late=True)
+                r_ok, r_bad = _engine(model, valid), _engine(model, bad)
+                small = ops <= 1000
+                named = r_bad["valid"] is False and mutation.may_blame(r_bad["op"]["index"])
+                print(f"{model:15} {ops:>6} {procs:>5} {keys:>4} | {r_ok['engine-seconds']:>8.3f} "
+                      f"{r_ok['engine-cpu-seconds']:>6.3f} {_reference(model, valid) if small else '':>7} | "
+                      f"{r_bad['engine-seconds']:>9.3f} {r_bad['engine-cpu-seconds']:>6.3f} "
+                      f"{str(r_bad['valid']):>8} {str(named):>5} "
+                      f"{_reference(model, bad) if small else '':>7}", flush=True)
+
+
+def section_porcupine_kv(seeds: int) -> None:
+    print("\n== 5. Porcupine-shaped kv: 3,424 ops, 50 clients, 10 keys, 10 clients hanging ==")
+    print("seed | valid: engine s, cpu, configs | invalid: engine s, cpu, key, stopped keys")
+    for seed in range(seeds):
+        valid = random_history("kv", random.Random(seed), ops=3424, processes=50, info=0.0,
+                               keys=10, stragglers=10)
+        bad, _ = adversarial_history("kv", random.Random(seed), ops=3424, processes=50, info=0.0,
+                                     keys=10, stragglers=10, late=True)
+        ok, no = _engine("kv", valid, 60), _engine("kv", bad, 60)
+        print(f"{seed:>4} | {ok['valid']} {ok['engine-seconds']:.3f} s, cpu "
+              f"{ok['engine-cpu-seconds']:.3f} | {no['valid']} {no['engine-seconds']:.3f} s, "
+              f"cpu {no['engine-cpu-seconds']:.3f}, key {no['key']}, stopped {no['stopped']}",
+              flush=True)
+
+
+def section_batch(files: int = 100) -> None:
+    print(f"\n== 6. Batch: {files} small cas-register files in one `chaos lin` call ==  "
+          f"(load average now: {os.getloadavg()[0]:.1f})")
+    rng = random.Random(100)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i in range(files):
+            history = random_history("cas-register", rng, ops=rng.randint(20, 400), processes=5,
+                                     info=0.05) if i % 2 else \
+                adversarial_history("cas-register", rng, ops=rng.randint(20, 400), processes=5)[0]
+            path = Path(tmp) / f"h{i:03}.edn"
+            path.write_text("[" + "\n ".join(_edn(e) for e in history) + "]\n")
+            paths.append(path)
+        chaos = str(Path(sys.executable).parent / "chaos")
+        walls = []
+        for _ in range(3):
+            start = time.perf_counter()
+            done = subprocess.run([chaos, "lin", *map(str, paths), "--init", "0"],
+                                  capture_output=True, text=True)
+            walls.append(time.perf_counter() - start)
+        lines = done.stdout.splitlines()
+        print(f"one CLI call (fresh process, JVM start included): best {min(walls):.2f} s, "
+              f"median {statistics.median(walls):.2f} s; {len(lines)} verdicts, "
+              f"{sum(': INVALID' in x for x in lines)} invalid (exit {done.returncode})")
+        start = time.perf_counter()
+        loaded = [load_history(p) for p in paths]
+        parse = time.perf_counter() - start
+        for h in loaded:
+            reference.check("cas-register", operations(h), 0, time_limit=30, nil_reads="unknown")
+        print(f"Python reference in this process: reading {parse:.2f} s, "
+              f"reading + checking {time.perf_counter() - start:.2f} s")
+
+
+def _edn(event: dict) -> str:
+    def value(v: object) -> str:
+        if v is None:
+            return "nil"
+        if isinstance(v, list):
+            return "[" + " ".join(value(x) for x in v) + "]"
+        return json.dumps(v)
+    return "{" + ", ".join(f":{k} {':' + v if k in ('type', 'f') else value(v)}"
+                           for k, v in event.items()) + "}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smaller grid")
     parser.add_argument("--rounds", type=int, default=5, help="warm passes over the test set")
     parser.add_argument("--no-growth", action="store_true", help="sections 1 and 2 only")
     parser.add_argument("--growth-only", help="only section 3, for these models (comma list)")
+    parser.add_argument("--issue16", action="store_true",
+                        help="only sections 4-6 (adversarial, Porcupine-shaped kv, batch)")
     parser.add_argument("--cold-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cold_child:
         cold_child(args.cold_child)
+        return
+    if args.issue16:
+        section_batch()
+        section_porcupine_kv(3 if args.quick else 5)
+        section_adversarial(args.quick)
         return
     if args.growth_only:
         section_growth(args.quick, set(args.growth_only.split(",")))
@@ -185,6 +298,9 @@ def main() -> None:
     section_anchors()
     if not args.no_growth:
         section_growth(args.quick)
+        section_batch()
+        section_porcupine_kv(3 if args.quick else 5)
+        section_adversarial(args.quick)
 
 
 if __name__ == "__main__":

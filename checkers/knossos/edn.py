@@ -78,13 +78,13 @@ class _NotPlain(Exception):
 # reads all of EDN but is about 20 times slower on big histories.
 _TOKEN = re.compile(r"""
     (?:[\s,]+|;[^\n]*)* (?:
-    (?P<open>\#\{|[\[({]) | (?P<close>[\])}]) |
     (?P<kw>:[A-Za-z0-9*+!\-_?<>=./]+) |
-    (?P<str>"(?:[^"\\]|\\.)*") |
     (?P<num>[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?=[\s,\])}]|$)) |
-    (?P<word>nil|true|false)(?=[\s,\])}]|$) |
-    (?P<end>$) )
-""", re.VERBOSE)
+    (?P<close>[\])}]) | (?P<open>\#\{|[\[({]) |
+    (?P<str>"(?:[^"\\]|\\.)*") |
+    (?P<word>(?:nil|true|false)(?=[\s,\])}]|$)) |
+    (?P<end>$) | (?P<other>.) )
+""", re.VERBOSE | re.DOTALL)
 _WORDS = {"nil": None, "true": True, "false": False}
 _CLOSES = {"]": "[", ")": "(", "}": "{"}
 
@@ -94,13 +94,8 @@ def _fast_forms(text: str) -> list[Any]:
     stack: list[tuple[str, list]] = []
     items: list = []
     opener = ""
-    last = 0
     keywords: dict[str, Any] = {}
-    loads = json.loads
     for m in _TOKEN.finditer(text):
-        if m.start() != last:
-            raise _NotPlain  # something the plain subset does not know
-        last = m.end()
         kind = m.lastgroup
         token = m.group(kind)
         if kind == "kw":
@@ -108,34 +103,42 @@ def _fast_forms(text: str) -> list[Any]:
             if value is None:
                 value = keywords[token] = _keyword(token[1:])
             items.append(value)
-        elif kind == "open":
-            stack.append((opener, items))
-            opener, items = token, []
+        elif kind == "num":
+            items.append(int(token) if token.isdigit() else _number(token))
         elif kind == "close":
             if not stack or _CLOSES[token] != opener[-1]:
                 raise _NotPlain
             value = _collection(opener, items)
             opener, items = stack.pop()
             items.append(value)
+        elif kind == "open":
+            stack.append((opener, items))
+            opener, items = token, []
         elif kind == "str":
-            items.append(loads(token))
-        elif kind == "num":
-            items.append(float(token) if "." in token or "e" in token or "E" in token
-                         else int(token))
+            items.append(json.loads(token))
         elif kind == "word":
             items.append(_WORDS[token])
-        else:
+        elif kind == "end":
             break
-    if stack or last != len(text):
+        else:
+            raise _NotPlain  # something the plain subset does not know
+    if stack:
         raise _NotPlain
     return items
+
+
+def _number(token: str) -> int | float:
+    return float(token) if "." in token or "e" in token or "E" in token else int(token)
 
 
 def _collection(opener: str, items: list) -> Any:
     if opener == "{":
         if len(items) % 2:
             raise _NotPlain
-        return {_hashable(items[i]): items[i + 1] for i in range(0, len(items), 2)}
+        try:
+            return dict(zip(items[::2], items[1::2]))
+        except TypeError:  # a collection as a key: edn_format's reading makes it a tuple
+            raise _NotPlain from None
     if opener == "#{":
         try:
             return sorted(items)
