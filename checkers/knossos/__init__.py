@@ -12,5 +12,6 @@ from .edn import load_history, read_edn, read_json
 from .history import HistoryError, split_by_key
 from .models import MODELS
 
-__all__ = ["analysis", "analyze_batch", "analyze_keys", "partitions", "split_by_key", "MODELS", "HistoryError",
+__all__ = ["analysis", "analyze_batch", "analyze_keys", "partitions", "split_by_key", "MODELS",
+           "HistoryError",
            "load_history", "read_edn", "read_json"]

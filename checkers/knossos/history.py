@@ -145,7 +145,7 @@ def split_by_key(history: Iterable[dict]) -> dict[Hashable, list[dict]]:
 
     Linearizability is local (Herlihy & Wing): a history of independent objects
     is linearizable iff each object's sub-history is, so each key can be checked
-    alone (P-compositionality), e.g. one Spark task per key.
+    alone (P-compositionality), in parallel (checkers.knossos.analyze_keys).
     """
     parts: dict[Hashable, list[dict]] = {}
     for event in history:
