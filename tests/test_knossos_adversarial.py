@@ -4,7 +4,12 @@ must say no, name the mutated op or one that depends on it, report the same
 key and op every time, and stop the other keys' searches."""
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +77,21 @@ def test_a_key_proven_invalid_alone_is_reported_when_the_other_key_is_valid():
                                                          for e in valid_b]
     result = analysis("kv", history, time_limit=60)
     assert result["valid"] is False and result["key"] == "a" and result["stopped"] == 0
+
+
+def test_the_reported_key_and_op_do_not_depend_on_the_thread_count():
+    root = Path(__file__).resolve().parents[1]
+    script = ("import json, sys; sys.path.insert(0, '.');"
+              "from tests.test_knossos_adversarial import _two_bad_keys;"
+              "from checkers.knossos import analysis;"
+              "r = analysis('kv', _two_bad_keys()[0], time_limit=60);"
+              "print(json.dumps([r['key'], r['op'], r['stopped']]))")
+    outputs = []
+    for threads in (1, 3):
+        env = {**os.environ, "KNOSSOS_JVM_OPTS": f"-Dchaos.lin.threads={threads}"}
+        done = subprocess.run([sys.executable, "-c", script], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    in_process = analysis("kv", _two_bad_keys()[0], time_limit=60)
+    assert outputs[0] == outputs[1] == [in_process["key"], in_process["op"], 1]
