@@ -19,7 +19,8 @@ Prints numbers for docs/benchmarks.md:
     .venv/bin/python bench/linearizability.py            # everything (~15 min)
     .venv/bin/python bench/linearizability.py --quick    # smaller grid (~3 min)
     .venv/bin/python bench/linearizability.py --no-growth  # sections 1 and 2 (~1 min)
-    .venv/bin/python bench/linearizability.py --issue16  # sections 4-6 (~3 min)
+    .venv/bin/python bench/linearizability.py --issue16  # sections 4-6 (~15 min)
+    .venv/bin/python bench/linearizability.py --quick --adversarial-only kv,log  # section 4
 
 Times are wall seconds; "cpu" is the engine threads' CPU time, which a
 loaded machine inflates far less than wall time (the load average is printed).
@@ -188,14 +189,14 @@ def _reference(model: str, history: list[dict], limit: float = 30) -> str:
     return f"{time.perf_counter() - start:.3f}" + ("+" if got["valid"] == "unknown" else "")
 
 
-def section_adversarial(quick: bool) -> None:
+def section_adversarial(quick: bool, models: list[str] | None = None, limit: float = 30) -> None:
     print(f"\n== 4. Valid vs adversarial (one impossible completion, the last one), per model ==  "
           f"(load average now: {os.getloadavg()[0]:.1f})")
     print(f"{'model':15} {'ops':>6} {'procs':>5} {'keys':>4} | {'valid s':>8} {'cpu':>6} "
           f"{'ref s':>7} | {'invalid s':>9} {'cpu':>6} {'verdict':>8} {'named':>5} {'ref s':>7}")
     from checkers.knossos import MODELS
     sizes = [(1000, 1)] if quick else [(1000, 1), (10000, 10)]
-    for model in MODELS:
+    for model in models or MODELS:
         for ops, keys in sizes:
             for procs in (5, 10, 50):
                 seed = ops + procs
@@ -204,14 +205,14 @@ def section_adversarial(quick: bool) -> None:
                 bad, mutation = adversarial_history(model, random.Random(seed), ops=ops,
                                                     processes=procs, info=0.05, keys=keys,
                                                     late=True)
-                r_ok, r_bad = _engine(model, valid), _engine(model, bad)
+                r_ok, r_bad = _engine(model, valid, limit), _engine(model, bad, limit)
                 small = ops <= 1000
                 named = r_bad["valid"] is False and mutation.may_blame(r_bad["op"]["index"])
                 print(f"{model:15} {ops:>6} {procs:>5} {keys:>4} | {r_ok['engine-seconds']:>8.3f} "
-                      f"{r_ok['engine-cpu-seconds']:>6.3f} {_reference(model, valid) if small else '':>7} | "
+                      f"{r_ok['engine-cpu-seconds']:>6.3f} {_reference(model, valid, limit) if small else '':>7} | "
                       f"{r_bad['engine-seconds']:>9.3f} {r_bad['engine-cpu-seconds']:>6.3f} "
                       f"{str(r_bad['valid']):>8} {str(named):>5} "
-                      f"{_reference(model, bad) if small else '':>7}", flush=True)
+                      f"{_reference(model, bad, limit) if small else '':>7}", flush=True)
 
 
 def section_porcupine_kv(seeds: int) -> None:
@@ -281,10 +282,15 @@ def main() -> None:
     parser.add_argument("--growth-only", help="only section 3, for these models (comma list)")
     parser.add_argument("--issue16", action="store_true",
                         help="only sections 4-6 (adversarial, Porcupine-shaped kv, batch)")
+    parser.add_argument("--adversarial-only", metavar="MODELS",
+                        help="only section 4, for these models (comma list), 10 s caps")
     parser.add_argument("--cold-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cold_child:
         cold_child(args.cold_child)
+        return
+    if args.adversarial_only:
+        section_adversarial(args.quick, args.adversarial_only.split(","), limit=10)
         return
     if args.issue16:
         section_batch()
