@@ -27,7 +27,10 @@ from typing import Any
 
 DEFAULT_STORE = Path("store")
 LATEST = "latest"
-_SECRET_KEY = re.compile(r"pass(word|phrase)?|secret|token|private_?key|credential", re.I)
+# A secret-looking key: one of these words as a whole part of the name (`api_token`,
+# `ssh-password`, `privateKey`), not a word that merely contains one (`passed`, `tokens_per_s`).
+_SECRET_KEY = re.compile(r"(^|[_\-.])(pass|password|passphrase|secret|token|private_?key|credentials?)$"
+                         r"|privatekey$", re.I)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 

@@ -50,6 +50,13 @@ def test_secrets_are_redacted_everywhere_in_run_json(tmp_path):
     assert redact([{"secret": 1}]) == [{"secret": "<redacted>"}]
 
 
+def test_names_that_only_contain_a_secret_word_are_kept():
+    kept = {"passed": 3, "bypass_count": 1, "tokens_seen": 2, "secretary": "x"}
+    assert redact(kept) == kept
+    assert redact({"ssh-password": "p", "privateKey": "k", "db.pass": "q"}) == {
+        "ssh-password": "<redacted>", "privateKey": "<redacted>", "db.pass": "<redacted>"}
+
+
 def test_a_store_under_a_file_is_not_writable(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
