@@ -42,6 +42,8 @@ def _compact(value: Any) -> str:
     """Any JSON value as short text (the template escapes it)."""
     if isinstance(value, str):
         return value
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".")
     return json.dumps(value, default=str, sort_keys=True)
 
 

@@ -12,6 +12,7 @@ from reports.history import NS, History
 
 MS = 1e6
 LANE_HEIGHT_PX = 22
+FAILING_COLOUR = "#000000"  # black: apart from every outcome colour, also in greyscale
 
 
 def detection_seconds(window: dict[str, Any]) -> float | None:
@@ -135,13 +136,13 @@ def counterexample_figure(history: History, rows: list[int], failing: int | None
         starts = [history.invoke_time[i] / NS for i in picked]
         ends = [(history.complete_time[i] / NS if history.complete_time[i] is not None else end_s) for i in picked]
         widths = [max(e - s, 1e-6) for s, e in zip(starts, ends)]
-        outline = ["#000" if i == failing else "#222" for i in picked]
         fig.add_bar(orientation="h", name=outcome, base=starts, x=widths,
                     y=[f"process {history.process[i]}" for i in picked],
+                    textfont=dict(color=["#fff" if i == failing else "#000" for i in picked]),
                     text=[hover_text(f"{history.f[i]} {_short(history.invoke_value[i])}→{_short(history.value[i])}")
                           for i in picked], textposition="inside", insidetextanchor="middle",
-                    marker=dict(color=["#D55E00" if i == failing else OUTCOME_COLOURS[outcome] for i in picked],
-                                line=dict(color=outline, width=[4 if i == failing else 1 for i in picked]),
+                    marker=dict(color=[FAILING_COLOUR if i == failing else OUTCOME_COLOURS[outcome] for i in picked],
+                                line=dict(color="#000", width=[4 if i == failing else 1 for i in picked]),
                                 pattern=dict(shape=["x" if i == failing else ("." if i == previous_ok else "")
                                                     for i in picked])),
                     hovertext=[_op_hover(history, i) for i in picked], hoverinfo="text")
