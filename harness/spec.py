@@ -91,6 +91,8 @@ class RunSpec(BaseModel):
     op_timeout: float = Field(6.0, gt=0, description="seconds before a call counts as indeterminate")
     # fault options
     targets: tuple[str, ...] = Field((), description="roles faults may hit (empty: every role)")
+    fault_duration: float | None = Field(None, gt=0, description="seconds each fault lasts (None: --interval)")
+    overlap: tuple[str, ...] = Field((), description="faults started inside every window of the main ones")
     # SUT
     timing: str = Field("default", description="SUT timing scale: default (RocketMQ's) or fast (a tenth)")
     # checking
@@ -112,6 +114,13 @@ class RunSpec(BaseModel):
     def _faults_are_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if not value:
             raise ValueError(f"give at least one fault (or {NO_FAULT!r} for none)")
+        for text in value:
+            check_fault(text)
+        return value
+
+    @field_validator("overlap")
+    @classmethod
+    def _overlaps_are_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for text in value:
             check_fault(text)
         return value
@@ -147,10 +156,11 @@ class RunSpec(BaseModel):
         needed = nodes_needed(self.profile)
         if self.nodes is not None and self.nodes < needed:
             raise ValueError(f"--nodes {self.nodes}: profile {self.profile} needs {needed} nodes")
-        if self.has_faults and self.time < 2 * self.interval:
+        window = self.interval + (self.fault_duration or self.interval)
+        if self.has_faults and self.time < window:
             raise ValueError(
                 f"--time {self.time:g}s is shorter than one fault interval: each fault comes after "
-                f"--interval {self.interval:g}s of quiet and lasts as long ({2 * self.interval:g}s in all), "
+                f"--interval {self.interval:g}s of quiet and lasts {window - self.interval:g}s ({window:g}s in all), "
                 f"so no fault would run; raise --time or lower --interval")
         workload = workloads.WORKLOADS[self.workload]
         problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
@@ -169,7 +179,7 @@ class RunSpec(BaseModel):
 
     @property
     def fault_label(self) -> str:
-        return "+".join(self.faults)
+        return "+".join(self.faults + self.overlap)
 
     def summary(self) -> str:
         return (f"{self.profile} / {self.workload} / {self.fault_label}, {self.time:g}s, "
