@@ -93,6 +93,8 @@ class RunSpec(BaseModel):
     targets: tuple[str, ...] = Field((), description="roles faults may hit (empty: every role)")
     fault_duration: float | None = Field(None, gt=0, description="seconds each fault lasts (None: --interval)")
     overlap: tuple[str, ...] = Field((), description="faults started inside every window of the main ones")
+    route_refresh: float | None = Field(None, gt=0, description="client routing: None re-reads routes after a "
+                                        "failure; seconds = RocketMQ's periodic refresh at that interval")
     # SUT
     timing: str = Field("default", description="SUT timing scale: default (RocketMQ's) or fast (a tenth)")
     # checking
@@ -171,7 +173,7 @@ class RunSpec(BaseModel):
     def workload_options(self) -> WorkloadOptions:
         return WorkloadOptions(concurrency=self.concurrency, queues=self.queues, keys=self.keys,
                                ordered=self.ordered, mix=dict(self.mix), op_timeout=self.op_timeout,
-                               drain_timeout=self.drain_timeout)
+                               drain_timeout=self.drain_timeout, route_refresh_s=self.route_refresh)
 
     @property
     def has_faults(self) -> bool:

@@ -12,10 +12,10 @@ the defaults of `chaos run` become.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.spec import check_fault, known_profiles, known_workloads
 from sut import profiles
@@ -27,6 +27,26 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 class CampaignError(ValueError):
     """A campaign file that cannot be used: one line naming file, field and line."""
+
+
+def _known(kind: str, known: Any) -> AfterValidator:
+    def check(value: str) -> str:
+        names = known()
+        if value not in names:
+            raise ValueError(f"unknown {kind} {value!r}; known: {', '.join(names)}")
+        return value
+    return AfterValidator(check)
+
+
+def _fault_entry(entry: str) -> str:
+    for text in entry.split(COMBINE):
+        check_fault(text.strip())
+    return entry
+
+
+ProfileName = Annotated[str, _known("profile", known_profiles)]
+WorkloadName = Annotated[str, _known("workload", known_workloads)]
+FaultEntry = Annotated[str, AfterValidator(_fault_entry)]
 
 
 class Strict(BaseModel):
@@ -89,13 +109,13 @@ class Spark(Strict):
 
 
 class Client(Strict):
-    """The workload client's routing: `on-failure` re-reads routes right after a failed
-    send (our default); `periodic` follows RocketMQ's client (routes polled every
-    `route_refresh_s`, a failed send retried `retries` times on another queue)."""
+    """The workload client's routing. `on-failure` (ours) re-reads routes right after a
+    failed call; `periodic` follows RocketMQ's client: routes polled every
+    `route_refresh_s` (pollNameServerInterval, 30 s by default), a failed send retried
+    twice (retryTimesWhenSendFailed) on the cached route, avoiding the failed group."""
 
     route_refresh: Literal["on-failure", "periodic"] = "on-failure"
     route_refresh_s: float = Field(30.0, gt=0)
-    retries: int = Field(2, ge=0, le=16)
 
 
 class Trend(Strict):
@@ -115,9 +135,9 @@ class Campaign(Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
     inventory: InventoryChoice = InventoryChoice(nodes=5)
-    profiles: tuple[str, ...] = Field(min_length=1)
-    workloads: tuple[str, ...] = ("queue",)
-    faults: tuple[str, ...] = Field(min_length=1)
+    profiles: tuple[ProfileName, ...] = Field(min_length=1)
+    workloads: tuple[WorkloadName, ...] = ("queue",)
+    faults: tuple[FaultEntry, ...] = Field(min_length=1)
     targets: tuple[str, ...] = ()
     timing: str = "default"
     durations: Durations
@@ -134,39 +154,20 @@ class Campaign(Strict):
     trend: Trend = Trend()
     reference: Reference | None = None
 
-    @field_validator("profiles")
+    @field_validator("profiles", "workloads", "faults")
     @classmethod
-    def _profiles_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _all_known("profile", value, known_profiles())
-
-    @field_validator("workloads")
-    @classmethod
-    def _workloads_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _all_known("workload", value, known_workloads())
-
-    @field_validator("faults")
-    @classmethod
-    def _faults_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for entry in value:
-            for text in entry.split(COMBINE):
-                check_fault(text.strip())
+    def _no_repeats(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(value)) != len(value):
-            raise ValueError("a fault entry is listed twice")
+            raise ValueError("an entry is listed twice")
         return value
 
     @field_validator("timing")
     @classmethod
     def _timing_known(cls, value: str) -> str:
-        return _all_known("timing scale", (value,), sorted(profiles.TIMINGS))[0]
-
-
-def _all_known(kind: str, values: tuple[str, ...], known: list[str]) -> tuple[str, ...]:
-    for value in values:
+        known = sorted(profiles.TIMINGS)
         if value not in known:
-            raise ValueError(f"unknown {kind} {value!r}; known: {', '.join(known)}")
-    if len(set(values)) != len(values):
-        raise ValueError(f"a {kind} is listed twice")
-    return values
+            raise ValueError(f"unknown timing scale {value!r}; known: {', '.join(known)}")
+        return value
 
 
 # -- loading, with line numbers -----------------------------------------------------------
@@ -204,7 +205,9 @@ def load_campaign(path: Path | str) -> Campaign:
 
 def describe(path: Path, tree: yaml.Node | None, error: ValidationError) -> str:
     """The first problem as `file: field.path (line N): what is wrong`."""
-    first = error.errors()[0]
+    errors = error.errors()
+    # A misspelt field also makes the real one "missing": the typo is the news.
+    first = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0])
     loc = tuple(part for part in first.get("loc", ()) if not str(part).startswith("function-"))
     msg = first.get("msg", "invalid").removeprefix("Value error, ")
     if first.get("type") == "extra_forbidden":

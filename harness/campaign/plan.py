@@ -97,6 +97,7 @@ def run_spec(campaign: Campaign, run: PlannedRun, store: Path, inventory: Path |
         "queues": campaign.queues, "op_timeout": campaign.op_timeout, "seed": run.seed,
         "targets": list(campaign.targets), "timing": campaign.timing, "store": store,
         "inventory": inventory, "spark_master": campaign.spark.master,
+        "route_refresh": campaign.client.route_refresh_s if campaign.client.route_refresh == "periodic" else None,
     }
     return build_spec(values, check_store=False)
 
@@ -111,7 +112,7 @@ def fault_count(campaign: Campaign, the_plan: Plan, store: Path = Path("store"))
     return total
 
 
-def estimated_seconds(campaign: Campaign, the_plan: Plan, overhead_s: float = 30.0) -> float:
+def estimated_seconds(campaign: Campaign, the_plan: Plan, overhead_s: float = 15.0) -> float:
     """Wall time: workload time of every run plus the harness's overhead per run."""
     d = campaign.durations
     return len(the_plan.runs) * (d.run + d.recovery + overhead_s)
