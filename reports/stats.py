@@ -66,7 +66,8 @@ def median_ci(values: Sequence[float], seed: int = 0, confidence: float = CONFID
     result = stats.bootstrap((data,), np.median, confidence_level=confidence, n_resamples=RESAMPLES,
                              method="percentile", random_state=np.random.default_rng(seed))
     low, high = result.confidence_interval
-    return Estimate(median, _finite(low, median), _finite(high, median), int(data.size))
+    # The interval reported always holds the point estimate it goes with.
+    return Estimate(median, min(_finite(low, median), median), max(_finite(high, median), median), int(data.size))
 
 
 def _finite(value: float, fallback: float) -> float:

@@ -139,12 +139,8 @@ class CampaignRunner:
         try:
             with stop_signals():
                 try:
-                    with self._cluster() as inventory, Pool(inventory) as pool:
-                        for run in self.todo:
-                            self._verify_clean(pool, inventory)
-                            if self._one_run(run, inventory) == "interrupted":
-                                status, error = "interrupted", self.state["done"][run.run_id].get("error")
-                                break
+                    if self.todo:
+                        status, error = self._run_all()
                     if status == "complete":
                         self._check_pending()
                 except KeyboardInterrupt as exc:
@@ -154,6 +150,15 @@ class CampaignRunner:
         except KeyboardInterrupt as exc:  # a stop signal between the handlers
             status, error = "interrupted", stop_reason(exc)
         return self._finish(status, error)
+
+    def _run_all(self) -> tuple[str, str | None]:
+        """Every run not done yet, on one cluster; stops at the first interrupted run."""
+        with self._cluster() as inventory, Pool(inventory) as pool:
+            for run in self.todo:
+                self._verify_clean(pool, inventory)
+                if self._one_run(run, inventory) == "interrupted":
+                    return "interrupted", self.state["done"][run.run_id].get("error")
+        return "complete", None
 
     def _finish(self, status: str, error: str | None) -> CampaignOutcome:
         with deferred_sigint(self.console):
