@@ -340,7 +340,7 @@ def trend_rows(store_root: Path) -> dict[str, list[dict[str, Any]]]:
         gates = view.gates
         by_name.setdefault(view.name, []).append({
             "campaign": path.name, "href": f"{path.name}/index.html", "started_at": meta.get("started_at"),
-            "status": meta.get("status"), "gates_passed": all(g.get("passed") for g in gates) if gates else None,
+            "status": meta.get("status"), "gates_passed": all(g.get("ok") for g in gates) if gates else None,
             "profiles": profiles, "trend": meta.get("trend") or {}})
     for rows in by_name.values():
         flag_regressions(rows)

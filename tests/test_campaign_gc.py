@@ -7,8 +7,8 @@ from harness.cli import cli
 from reports.campaign import render_trend, trend_rows
 from tests.campaign_support import make_campaign, results
 
-FAILED = [{"name": "no-lost-on-safe", "title": "no loss", "passed": False, "detail": "2 lost"}]
-PASSED = [{"name": "no-lost-on-safe", "title": "no loss", "passed": True, "detail": "ok"}]
+FAILED = [{"name": "no-lost-on-safe", "title": "no loss", "ok": False, "detail": "2 lost"}]
+PASSED = [{"name": "no-lost-on-safe", "title": "no loss", "ok": True, "detail": "ok"}]
 
 
 def night(store, day: int, gates=PASSED, status="complete", name="nightly"):

@@ -21,7 +21,7 @@ def nightly(store, campaign_id, dledger_rto=FAST, controller_rto=SLOW, gates=Non
              "results": results(False, lost=unclean_lost, rto=[1.0], lost_ids=[f"m-{repeat}-<b>{i}</b>" for i in range(3)])},
         ]
     gates = gates or [{"name": "no-lost-on-safe", "title": "no acknowledged message lost on safe profiles",
-                       "passed": True, "detail": "ok"}]
+                       "ok": True, "detail": "ok"}]
     return make_campaign(store, campaign_id, runs, gates=gates)
 
 
@@ -38,7 +38,7 @@ def test_index_shows_the_matrix_with_verdicts_lost_counts_and_links_to_run_repor
 
 
 def test_a_failed_gate_is_shown_at_the_top_of_index(tmp_path):
-    gates = [{"name": "unsafe-found", "title": "each expected-unsafe profile found invalid", "passed": False,
+    gates = [{"name": "unsafe-found", "title": "each expected-unsafe profile found invalid", "ok": False,
               "detail": "controller-unclean passed all 2 runs: the campaign has lost its teeth"}]
     html = render_campaign(nightly(tmp_path, "20240101T000000Z-aaaa-nightly", gates=gates)).read_text()
     main = html[html.index("<main>"):]

@@ -102,7 +102,7 @@ def print_summary(campaign_dir: Path) -> None:
                       _seconds(cell.rto_quantile(0.5)), _seconds(cell.rto_quantile(0.99)), str(len(cell.runs)))
     console.print(table)
     for gate in view.gates:
-        mark = "PASS" if gate.get("passed") else "FAIL"
+        mark = "PASS" if gate.get("ok") else "FAIL"
         console.print(f"gate {mark}  {gate.get('title')}: {gate.get('detail')}", highlight=False, soft_wrap=True)
 
 

@@ -42,7 +42,7 @@ def _meta(path: Path) -> dict[str, Any] | None:
 
 
 def failed_a_gate(meta: dict[str, Any]) -> bool:
-    return any(isinstance(g, dict) and not g.get("passed") for g in meta.get("gates") or [])
+    return any(isinstance(g, dict) and not g.get("ok") for g in meta.get("gates") or [])
 
 
 def decide(store: Path, keep_nights: int, include_runs: bool = False) -> list[Decision]:
