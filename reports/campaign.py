@@ -144,13 +144,16 @@ def _main_latency(perf: dict[str, Any]) -> dict[str, Any]:
     return max(writes, key=lambda r: r.get("count") or 0, default={})
 
 
-def run_row(campaign_dir: Path, planned: dict[str, Any]) -> RunRow:
-    """A planned run with what its run.json and results.json say (pending if never started)."""
+def run_row(campaign_dir: Path, planned: dict[str, Any], done: dict[str, Any] | None = None) -> RunRow:
+    """A planned run with what its run.json and results.json say; without a run
+    directory, what campaign.json's `done` says (an error before the run began) or pending."""
     path = campaign_dir / "runs" / str(planned.get("run_id"))
     row = RunRow(str(planned.get("run_id")), str(planned.get("profile")), str(planned.get("workload")),
                  str(planned.get("fault")), int(planned.get("repeat") or 1), planned.get("seed"),
                  status="pending", valid=None)
     if not path.is_dir():
+        if (done or {}).get("status") == "error":
+            row.status, row.error = "error", done.get("error")
         return row
     facts = load_run(path)
     row.status = str(facts.run.get("status") or ("complete" if facts.results else "pending"))
@@ -181,7 +184,9 @@ def load_campaign_view(campaign_dir: Path) -> CampaignView:
     if not planned:  # an ad-hoc `chaos run` campaign: its runs, each its own cell
         planned = [{"run_id": p.name, **_planned_from_run(p)} for p in sorted((campaign_dir / "runs").glob("*"))
                    if p.is_dir()]
-    return CampaignView(campaign_dir, meta, [run_row(campaign_dir, p) for p in planned], problems)
+    done = meta.get("done") if isinstance(meta.get("done"), dict) else {}
+    return CampaignView(campaign_dir, meta, [run_row(campaign_dir, p, done.get(p.get("run_id"))) for p in planned],
+                        problems)
 
 
 def _planned_from_run(path: Path) -> dict[str, Any]:

@@ -83,3 +83,16 @@ def test_pages_of_an_unfinished_campaign_show_runs_not_run_yet(tmp_path):
         {"profile": "controller-3", "fault": "leader-kill", "status": "pending"}], status="interrupted")
     html = render_campaign(campaign).read_text()
     assert 'data-verdict="pending"' in html and "1 of 2 runs done" in html
+
+
+def test_a_run_that_failed_before_it_began_shows_as_an_error_with_its_reason(tmp_path):
+    import json
+    campaign = make_campaign(tmp_path, "20240101T000000Z-aaaa-x", [
+        {"profile": "dledger-3", "fault": "leader-kill", "results": results(True, rto=FAST)},
+        {"profile": "controller-3", "fault": "leader-kill", "status": "pending"}])
+    meta = json.loads((campaign / "campaign.json").read_text())
+    meta["done"] = {"controller-3-queue-leader-kill-r1": {"status": "error", "error": "node n3 unreachable"}}
+    (campaign / "campaign.json").write_text(json.dumps(meta))
+    html = render_campaign(campaign).read_text()
+    assert 'data-cell="controller-3|queue|leader-kill" data-verdict="error"' in html
+    assert "node n3 unreachable" in html

@@ -31,6 +31,7 @@ from harness.signals import stop_reason, stop_signals
 from harness.store import Store, new_campaign_id, read_json, write_json
 from inventory import Inventory, InventoryError, Pool, load, netns
 from nuclei import net
+from nuclei.remote import NucleusError
 from reports.campaign import load_campaign_view, render_campaign, render_trend
 from sut import profiles as sut_profiles
 
@@ -155,7 +156,12 @@ class CampaignRunner:
         """Every run not done yet, on one cluster; stops at the first interrupted run."""
         with self._cluster() as inventory, Pool(inventory) as pool:
             for run in self.todo:
-                self._verify_clean(pool, inventory)
+                try:
+                    self._verify_clean(pool, inventory)
+                except (CampaignError, InventoryError, NucleusError) as exc:
+                    # An unreachable or dirty node costs this run, not the campaign.
+                    self._record_error(run, f"nodes not verified clean before the run: {exc}")
+                    continue
                 if self._one_run(run, inventory) == "interrupted":
                     return "interrupted", self.state["done"][run.run_id].get("error")
         return "complete", None
@@ -277,6 +283,11 @@ class CampaignRunner:
     def _add_timing(self, name: str, seconds: float) -> None:
         timings = self.state["timings"]
         timings[name] = round(timings.get(name, 0.0) + seconds, 3)
+
+    def _record_error(self, run: PlannedRun, reason: str) -> None:
+        self.state["done"][run.run_id] = {"status": "error", "valid": None, "error": reason}
+        self.save()
+        self.console.print(f"{run.run_id}: error: {reason}", highlight=False, soft_wrap=True)
 
     def _set_aside(self, run: PlannedRun) -> None:
         """A run directory left by an interrupted attempt goes to interrupted/ (kept as evidence)."""
