@@ -33,10 +33,11 @@ SHORT_DURATIONS = {"run": 10, "between": 2, "fault": 5, "recovery": 4, "drain_ti
 pytestmark = [pytest.mark.long, pytest.mark.cluster, pytest.mark.root, pytest.mark.spark]
 
 
-def campaign_file(tmp_path: Path, inventory: Path, **changes) -> Path:
-    """campaigns/smoke.yaml on the test's cluster, with short durations unless CHAOS_LONG=full."""
+def campaign_file(tmp_path: Path, nodes: Path | int, **changes) -> Path:
+    """campaigns/smoke.yaml on the test's cluster (an inventory file) or on a local cluster
+    of its own (a node count), with short durations when CHAOS_LONG=short."""
     data = yaml.safe_load((REPO / "campaigns" / "smoke.yaml").read_text())
-    data["inventory"] = {"file": str(inventory)}
+    data["inventory"] = {"nodes": nodes} if isinstance(nodes, int) else {"file": str(nodes)}
     if not FULL:
         data["durations"] = SHORT_DURATIONS
     data.update(changes)
@@ -212,3 +213,35 @@ def test_a_campaign_stopped_by_sigterm_heals_and_resumes_to_the_same_pages(clust
     assert matrix(after_resume) == matrix(uninterrupted) and len(matrix(after_resume)) == 2
     assert gate_results(after_resume) == gate_results(uninterrupted)
     assert 'data-status="complete"' in after_resume
+
+
+def test_sighup_mid_run_heals_and_takes_down_the_cluster_the_campaign_brought_up(tmp_path):
+    from inventory import netns
+    path = campaign_file(tmp_path, 3, name="hangup", profiles=["dledger-3"], faults=["leader-partition"])
+    store = tmp_path / "store"
+    proc = subprocess.Popen([CHAOS, "campaign", str(path), "--store", str(store), "--quiet"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run = "dledger-3-queue-leader-partition-r1"
+        wait_for(lambda: "start" in _text(only_campaign(store) / "runs" / run / "nemesis.jsonl")
+                 if state(store) else False, 600, "the first fault")
+        ours = [r for r in netns.clusters() if r.owner_pid == proc.pid]
+        assert len(ours) == 1
+        proc.send_signal(signal.SIGHUP)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert state(store)["status"] == "interrupted" and state(store)["done"][run]["status"] == "interrupted"
+    tag = ours[0].tag
+    assert not [r for r in netns.clusters() if r.tag == tag]
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert tag not in names
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
