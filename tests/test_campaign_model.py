@@ -104,3 +104,19 @@ def test_broken_yaml_and_missing_files_are_one_line_errors(tmp_path):
 def test_every_shipped_campaign_file_is_valid(name):
     campaign = load_campaign(REPO / "campaigns" / f"{name}.yaml")
     assert plan(campaign).runs
+
+
+def test_cells_a_profile_cannot_host_are_skipped_with_the_reason(tmp_path):
+    text = GOOD.replace("profiles: [dledger-3, controller-3]", "profiles: [dledger-3, master-slave-sync]") \
+               .replace("faults: [leader-kill, leader-partition+random-loss]", "faults: [leader-kill, partition-majorities-ring]") \
+               .replace("workloads: [queue]", "workloads: [queue, register]")
+    the_plan = plan(load_campaign(write(tmp_path, text)))
+    assert {(r.profile, r.workload, r.fault) for r in the_plan.runs} == {
+        ("dledger-3", "queue", "leader-kill"), ("dledger-3", "queue", "partition-majorities-ring"),
+        ("dledger-3", "register", "leader-kill"), ("dledger-3", "register", "partition-majorities-ring"),
+        ("master-slave-sync", "queue", "leader-kill")}
+    assert the_plan.skipped == [
+        "master-slave-sync x partition-majorities-ring: fault partition-majorities-ring needs at least 3 nodes; "
+        "the cluster has 2",
+        "master-slave-sync x register: workload register needs a profile with a Raft key-value store "
+        "(dledger-3, dledger-5), not 'master-slave-sync'"]

@@ -18,6 +18,7 @@ import workloads
 from harness.campaign.model import COMBINE, Campaign, CampaignError
 from harness.spec import RunSpec, SpecError, build_spec
 from harness.store import slug
+from sut import profiles as sut_profiles
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ def plan(campaign: Campaign, only: str | None = None, store: Path = Path("store"
                 skipped.append(f"{profile} x {workload}: {problem}")
                 continue
             for fault in campaign.faults:
+                problem = fault_problem(profile, fault)
+                if problem:
+                    skipped.append(f"{profile} x {fault}: {problem}")
+                    continue
                 for repeat in range(1, campaign.repeats + 1):
                     seed = derive_seed(campaign.seed, workload, fault, repeat)
                     run = PlannedRun(run_id_of(profile, workload, fault, repeat), profile, workload,
@@ -77,6 +82,7 @@ def plan(campaign: Campaign, only: str | None = None, store: Path = Path("store"
                     except SpecError as exc:
                         raise CampaignError(f"{profile} x {workload} x {fault}: {exc}") from None
                     runs.append(run)
+    skipped = list(dict.fromkeys(skipped))
     if only:
         runs = [r for r in runs if fnmatch.fnmatch(r.run_id, only) or only in r.run_id]
         if not runs:
@@ -84,6 +90,18 @@ def plan(campaign: Campaign, only: str | None = None, store: Path = Path("store"
     if not runs:
         raise CampaignError("the campaign has no runnable run: " + "; ".join(skipped))
     return Plan(runs, skipped)
+
+
+def fault_problem(profile: str, fault: str) -> str | None:
+    """Why a fault entry cannot run on the nodes of a profile (a ring partition on the
+    two nodes of master-slave), or None. Such cells are skipped, not run into an error."""
+    import faults
+    nodes = [f"n{i}" for i in range(1, sut_profiles.get(profile).nodes_needed + 1)]
+    try:
+        faults.validate([part.strip() for part in fault.split(COMBINE)], nodes)
+    except faults.FaultError as exc:
+        return str(exc)
+    return None
 
 
 def run_spec(campaign: Campaign, run: PlannedRun, store: Path, inventory: Path | None) -> RunSpec:
