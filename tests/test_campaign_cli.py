@@ -88,3 +88,18 @@ def test_every_gate_passing_exits_0(tmp_path):
     result = chaos("campaign", str(path), "--resume", "--store", str(tmp_path / "store"), "--quiet")
     assert result.exit_code == 0, result.output
     assert "gate FAIL" not in result.output and "controller-unclean" in result.output
+
+
+def test_the_live_line_shows_the_run_runs_done_faults_so_far_and_time_left(tmp_path):
+    from harness.campaign.runner import _Status
+    path = tmp_path / "c.yaml"
+    path.write_text(FILE)
+    campaign = load_campaign(path)
+    runner = CampaignRunner(campaign, plan(campaign), path, tmp_path / "store", Console(quiet=True))
+    runner.faults_done = 3
+    line = _Status(runner, runner.plan.runs[1], 2).__rich__()
+    # one run of 10 + 2 s left, plus 15 s of estimated overhead, before any run finished here
+    assert line.startswith("run 2/2 controller-unclean-queue-leader-kill-r1  faults so far 3  ~0 min left")
+    runner.finished_here = 1
+    runner.started -= 120
+    assert "~2 min left" in _Status(runner, runner.plan.runs[1], 2).__rich__()

@@ -130,7 +130,10 @@ def fault_count(campaign: Campaign, the_plan: Plan, store: Path = Path("store"))
     return total
 
 
-def estimated_seconds(campaign: Campaign, the_plan: Plan, overhead_s: float = 15.0) -> float:
-    """Wall time: workload time of every run plus the harness's overhead per run."""
+PER_RUN_OVERHEAD_S = 15.0   # deploy, drain, stop, share of the batched check (docs/benchmarks.md)
+
+
+def estimated_seconds(campaign: Campaign, runs: int) -> float:
+    """Wall time of `runs` runs: their workload time plus the harness's overhead per run."""
     d = campaign.durations
-    return len(the_plan.runs) * (d.run + d.recovery + overhead_s)
+    return runs * (d.run + d.recovery + PER_RUN_OVERHEAD_S)

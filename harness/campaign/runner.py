@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from harness.campaign.gates import GateResult, evaluate
 from harness.campaign.model import Campaign, CampaignError
-from harness.campaign.plan import Plan, PlannedRun, run_spec
+from harness.campaign.plan import Plan, PlannedRun, estimated_seconds, run_spec
 from harness.run import RunLifecycle, deferred_sigint
 from harness.signals import stop_reason, stop_signals
 from harness.store import Store, new_campaign_id, read_json, write_json
@@ -332,8 +332,7 @@ class CampaignRunner:
         """Time left: the mean wall time of this session's runs so far, times the runs left."""
         left = len(self.plan.runs) - index + 1
         if self.finished_here == 0:
-            d = self.campaign.durations
-            return left * (d.run + d.recovery + 30)
+            return estimated_seconds(self.campaign, left)
         return (time.monotonic() - self.started) / self.finished_here * left
 
     def _timings(self) -> dict[str, Any]:
