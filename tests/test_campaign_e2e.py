@@ -175,25 +175,34 @@ def nothing_left(pool, inventory) -> list[str]:
     return left
 
 
+def stop_campaign(path: Path, store: Path, signum: int, ready, before) -> tuple[int, str, str]:
+    """Start `chaos campaign`, wait until `ready()`, call `before(proc)`, send `signum`;
+    the exit code and output once it has cleaned up."""
+    proc = subprocess.Popen([CHAOS, "campaign", str(path), "--store", str(store), "--quiet"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(ready, 600, "the moment to stop the campaign")
+        before(proc)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out, err
+
+
 def test_a_campaign_stopped_by_sigterm_heals_and_resumes_to_the_same_pages(cluster, tmp_path):
     inventory, pool = cluster
     changes = {"name": "resume", "profiles": ["dledger-3", "controller-3"], "faults": ["leader-kill"]}
     path = campaign_file(tmp_path, inventory.source, **changes)
     stopped = tmp_path / "stopped"
-    proc = subprocess.Popen([CHAOS, "campaign", str(path), "--store", str(stopped), "--quiet"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        first, second = "dledger-3-queue-leader-kill-r1", "controller-3-queue-leader-kill-r1"
-        wait_for(lambda: state(stopped).get("done", {}).get(second, {}).get("status") == "running"
-                 and (only_campaign(stopped) / "runs" / second / "nemesis.jsonl").exists(), 600, "the second run")
-        time.sleep(3)  # well inside the second run's workload
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out + err
-    assert "--resume" in out
+    first, second = "dledger-3-queue-leader-kill-r1", "controller-3-queue-leader-kill-r1"
+    code, out, _ = stop_campaign(
+        path, stopped, signal.SIGTERM,
+        ready=lambda: state(stopped).get("done", {}).get(second, {}).get("status") == "running"
+        and (only_campaign(stopped) / "runs" / second / "nemesis.jsonl").exists(),
+        before=lambda proc: time.sleep(3))  # well inside the second run's workload
+    assert code == 130 and "--resume" in out, out
     meta = state(stopped)
     assert meta["status"] == "interrupted" and meta["done"][first]["status"] == "complete"
     assert meta["done"][second]["status"] == "interrupted"
@@ -219,20 +228,13 @@ def test_sighup_mid_run_heals_and_takes_down_the_cluster_the_campaign_brought_up
     from inventory import netns
     path = campaign_file(tmp_path, 3, name="hangup", profiles=["dledger-3"], faults=["leader-partition"])
     store = tmp_path / "store"
-    proc = subprocess.Popen([CHAOS, "campaign", str(path), "--store", str(store), "--quiet"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        run = "dledger-3-queue-leader-partition-r1"
-        wait_for(lambda: "start" in _text(only_campaign(store) / "runs" / run / "nemesis.jsonl")
-                 if state(store) else False, 600, "the first fault")
-        ours = [r for r in netns.clusters() if r.owner_pid == proc.pid]
-        assert len(ours) == 1
-        proc.send_signal(signal.SIGHUP)
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out + err
+    run = "dledger-3-queue-leader-partition-r1"
+    ours = []
+    code, out, err = stop_campaign(
+        path, store, signal.SIGHUP,
+        ready=lambda: bool(state(store)) and "start" in _text(only_campaign(store) / "runs" / run / "nemesis.jsonl"),
+        before=lambda proc: ours.extend(r for r in netns.clusters() if r.owner_pid == proc.pid))
+    assert code == 130 and len(ours) == 1, out + err
     assert state(store)["status"] == "interrupted" and state(store)["done"][run]["status"] == "interrupted"
     tag = ours[0].tag
     assert not [r for r in netns.clusters() if r.tag == tag]
