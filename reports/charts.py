@@ -60,7 +60,7 @@ def hover_text(value: Any, limit: int = 300) -> str:
     text = value if isinstance(value, str) else ("" if value is None else str(value))
     if len(text) > limit:
         text = text[:limit] + "…"
-    return html.escape(text)
+    return html.escape(text, quote=False)  # quotes are plain text in plotly labels
 
 
 def hover_lines(pairs: Iterable[tuple[str, Any]]) -> str:

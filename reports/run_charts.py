@@ -61,15 +61,30 @@ def rto_figure(windows: list[dict[str, Any]]) -> go.Figure:
     return fig
 
 
+LATENCY_HOVER = ("process %{customdata[0]} %{customdata[1]} key %{customdata[2]}<br>latency %{y:.1f} ms"
+                 "<br>node: %{customdata[3]}<br>error: %{customdata[4]}<extra>%{fullData.name}</extra>")
+# Per-point values go in customdata (escaped, shortened); the labels are in one template per trace,
+# which keeps a 100,000-operation page a few MiB instead of tens.
+OP_HOVER = ("#%{customdata[0]} process %{customdata[1]} %{customdata[2]} key %{customdata[3]}"
+            "<br>invoked with: %{customdata[4]}<br>returned: %{customdata[5]}"
+            "<br>node: %{customdata[6]}<br>error: %{customdata[7]}<extra>%{fullData.name}</extra>")
+HOVER_VALUE_CHARS = 80
+
+
+def _short_hover(value: Any) -> str:
+    return hover_text(value, HOVER_VALUE_CHARS)
+
+
 def _latency_trace(history: History, rows: list[int], outcome: str) -> dict[str, Any]:
-    x, y, text = [], [], []
+    x, y, custom = [], [], []
     for i in rows:
         invoke, complete = history.invoke_time[i], history.complete_time[i]
-        x.append(round(invoke / NS, 6))
-        y.append(max((complete - invoke) / MS, 0.001))
-        text.append(hover_lines([("op", f"{history.process[i]} {history.f[i]} {history.key[i]}"),
-                                 ("node", history.node[i]), ("error", history.error[i])]))
-    return dict(type="scattergl", mode="markers", name=outcome, x=x, y=y, text=text, hoverinfo="text+y",
+        x.append(round(invoke / NS, 4))
+        y.append(round(max((complete - invoke) / MS, 0.001), 3))
+        custom.append([history.process[i], _short_hover(history.f[i]), _short_hover(history.key[i]),
+                       _short_hover(history.node[i]), _short_hover(history.error[i])])
+    return dict(type="scattergl", mode="markers", name=outcome, x=x, y=y, customdata=custom,
+                hovertemplate=LATENCY_HOVER,
                 marker=dict(color=OUTCOME_COLOURS[outcome], symbol=OUTCOME_SYMBOLS[outcome], size=5, opacity=0.75))
 
 
@@ -114,6 +129,12 @@ def quantiles_figure(latency: list[dict[str, Any]]) -> go.Figure:
     fig.update_layout(**base_layout("Latency quantiles per operation", barmode="group",
                                     yaxis=dict(type="log", title="latency (ms)")))
     return fig
+
+
+def _op_custom(history: History, i: int) -> list[Any]:
+    """An operation's values for OP_HOVER, escaped and shortened."""
+    return [history.index[i], history.process[i], *(_short_hover(v) for v in (
+        history.f[i], history.key[i], history.invoke_value[i], history.value[i], history.node[i], history.error[i]))]
 
 
 def _op_hover(history: History, i: int) -> str:
@@ -164,39 +185,46 @@ def _short(value: Any, limit: int = 24) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+TIMELINE_BAR_BUDGET = 8000
+
+
 def timeline_figure(history: History, windows: list[dict[str, Any]]) -> dict[str, Any]:
     """Jepsen-style timeline: one lane per process, one invoke-to-completion bar per
-    operation coloured by outcome (WebGL lines, so 100,000 ops stay fast); hovering
-    the dot in the middle of a bar shows the op, its values and node."""
+    operation coloured by outcome; hovering a bar's middle shows the op, its values
+    and node.
+
+    Per outcome, a WebGL marker trace at each operation's middle carries the hover,
+    and a second trace draws the bars as horizontal error bars. Software WebGL
+    (no GPU) needs about 9 s for 100,000 such bars, so assets/report.js draws at
+    most `bars_budget` of them for the current zoom, the longest first, and
+    redraws on every zoom (layout.meta.timeline); the markers show every op."""
     end_s = history.end_s
     data = []
     for outcome in OUTCOMES:
-        xs: list[Any] = []
-        ys: list[Any] = []
-        mid_x, mid_y, text = [], [], []
+        mid_x, mid_y, half, custom = [], [], [], []
         for i, kind in enumerate(history.type):
             if kind != outcome:
                 continue
             start = history.invoke_time[i] / NS
             stop = history.complete_time[i] / NS if history.complete_time[i] is not None else end_s
-            lane = history.process[i]
-            xs += [round(start, 6), round(stop, 6), None]
-            ys += [lane, lane, None]
-            mid_x.append(round((start + stop) / 2, 6))
-            mid_y.append(lane)
-            text.append(_op_hover(history, i))
+            mid_x.append(round((start + stop) / 2, 5))
+            half.append(round((stop - start) / 2, 5))
+            mid_y.append(history.process[i])
+            custom.append(_op_custom(history, i))
         if not mid_x:
             continue
         colour = OUTCOME_COLOURS[outcome]
-        data.append(dict(type="scattergl", mode="lines", name=outcome, x=xs, y=ys, legendgroup=outcome,
-                         line=dict(color=colour, width=7), hoverinfo="skip"))
-        data.append(dict(type="scattergl", mode="markers", name=f"{outcome} (hover)", x=mid_x, y=mid_y,
-                         legendgroup=outcome, showlegend=False, text=text, hoverinfo="text",
+        data.append(dict(type="scattergl", mode="markers", name=outcome, x=mid_x, y=mid_y, legendgroup=outcome,
+                         customdata=custom, hovertemplate=OP_HOVER,
                          marker=dict(color=colour, size=5, symbol=OUTCOME_SYMBOLS[outcome],
                                      line=dict(color="#fff", width=0.5))))
+        data.append(dict(type="scattergl", mode="markers", name=f"{outcome} bars", x=mid_x, y=mid_y,
+                         legendgroup=outcome, showlegend=False, hoverinfo="skip", marker=dict(size=0, opacity=0),
+                         error_x=dict(type="data", array=half, symmetric=True, width=0, thickness=7, color=colour)))
     layout = base_layout("Operations per process over time", height=None, hovermode="closest",
                          xaxis=dict(title="time since run start (s)"),
                          yaxis=dict(title="process", autorange="reversed", zeroline=False),
                          **fault_shading(windows, end_s))
     layout["autosize"] = True
+    layout["meta"] = {"timeline": {"bars_budget": TIMELINE_BAR_BUDGET}}
     return {"data": data, "layout": layout}

@@ -227,8 +227,9 @@ def test_injected_script_values_render_as_text_and_never_execute(server, store, 
     spot = loaded.page.evaluate("""() => {
         const gd = document.getElementById('timeline');
         gd.scrollIntoView();
-        const trace = gd.data.find(t => t.mode === 'markers' && (t.text || []).some(s => s.includes('timeout')));
-        const p = trace.text.findIndex(s => s.includes('timeout'));
+        const hit = row => row.some(v => String(v).includes('timeout'));
+        const trace = gd.data.find(t => t.mode === 'markers' && (t.customdata || []).some(hit));
+        const p = trace.customdata.findIndex(hit);
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
         return {x: box.left + xa._offset + xa.l2p(trace.x[p]), y: box.top + ya._offset + ya.l2p(trace.y[p])}; }""")
     loaded.page.mouse.move(spot["x"], spot["y"])
@@ -246,11 +247,17 @@ def test_timeline_draws_every_operation_in_a_lane_per_process(server, store, bro
     _, base = server
     loaded = Loaded(browser, run_url(base, store, "controller-3-queue-random-kill", "timeline.html"), "timeline")
     lanes = loaded.page.evaluate("""() => { const gd = document.getElementById('timeline');
-        const hover = gd.data.filter(t => t.mode === 'markers');
+        const hover = gd.data.filter(t => t.customdata);
         return {ops: hover.reduce((n, t) => n + t.x.length, 0), lanes: new Set(hover.flatMap(t => t.y)).size,
+                bars: gd.data.filter(t => / bars$/.test(t.name)).reduce((n, t) => n + t.error_x.array.length, 0),
                 gl: !!gd.querySelector('canvas')}; }""")
-    assert lanes["ops"] == 60 + 1 + 6  # sends, the retry, polls
-    assert lanes["lanes"] == 3 + 1 + 1 + 1 and lanes["gl"]  # producers, the retired one, its successor, poller
+    assert lanes["ops"] == lanes["bars"] == 60 + 1 + 6  # sends, the retry, polls: all under the bar budget
+    assert lanes["lanes"] == 3 + 1 + 1 + 1 and lanes["gl"]
+    zoomed = loaded.page.evaluate("""async () => { const gd = document.getElementById('timeline');
+        await Plotly.relayout(gd, {'xaxis.range[0]': 0, 'xaxis.range[1]': 1});
+        return gd.data.filter(t => / bars$/.test(t.name)).reduce((n, t) => n + t.error_x.array.length, 0); }""")
+    assert zoomed == 12  # the bars redrawn for the zoomed range: the sends invoked in the first second
+    assert loaded.errors == []  # producers, the retired one, its successor, poller
 
 
 def test_invalid_register_run_shows_counterexample_lanes_with_the_failing_op(server, store, browser):
