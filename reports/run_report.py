@@ -203,9 +203,14 @@ def anomaly_categories(queue: dict[str, Any]) -> list[str]:
 
 
 def anomaly_counts(queue: dict[str, Any]) -> dict[str, int]:
+    """Each category's count: the checker's `counts`, else the length of its list."""
     counts = section(queue, "counts")
-    return {c: int(counts.get(c, len(queue.get(c) or []))) if isinstance(counts.get(c, 0), int)
-            else len(queue.get(c) or []) for c in anomaly_categories(queue)}
+    found = {}
+    for category in anomaly_categories(queue):
+        count = counts.get(category)
+        found[category] = count if isinstance(count, int) and not isinstance(count, bool) \
+            else len(queue.get(category) or [])
+    return found
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:

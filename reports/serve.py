@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import http.server
+import io
 import os
 import tempfile
 import urllib.parse
@@ -97,7 +98,7 @@ class StoreHandler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        return _Body(body)
+        return io.BytesIO(body)
 
     def _send_file(self, target: Path):
         handle = open(target, "rb")  # noqa: SIM115 - closed by the base class after copying
@@ -116,20 +117,6 @@ class StoreHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         if getattr(self.server, "verbose", False):
             super().log_message(format, *args)
-
-
-class _Body:
-    """A bytes body that the base class copies like a file."""
-
-    def __init__(self, data: bytes) -> None:
-        import io
-        self._buffer = io.BytesIO(data)
-
-    def read(self, size: int = -1) -> bytes:
-        return self._buffer.read(size)
-
-    def close(self) -> None:
-        self._buffer.close()
 
 
 def make_server(store_root: Path, bind: str = "127.0.0.1", port: int = 8080,
