@@ -11,6 +11,7 @@ import datetime as _dt
 import http.server
 import io
 import os
+import shutil
 import tempfile
 import urllib.parse
 from functools import partial
@@ -119,14 +120,27 @@ class StoreHandler(http.server.SimpleHTTPRequestHandler):
             super().log_message(format, *args)
 
 
+class StoreServer(http.server.ThreadingHTTPServer):
+    """The HTTP server of one store; closing it removes its temporary copy of the assets."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], store_root: Path, verbose: bool = False) -> None:
+        self.verbose = verbose
+        self.assets_dir = install_assets(Path(tempfile.mkdtemp(prefix="chaos-serve-")))
+        handler = partial(StoreHandler, store_root=store_root, assets_dir=self.assets_dir)
+        try:
+            super().__init__(address, handler)
+        except OSError:
+            shutil.rmtree(self.assets_dir.parent, ignore_errors=True)
+            raise
+
+    def server_close(self) -> None:
+        super().server_close()
+        shutil.rmtree(self.assets_dir.parent, ignore_errors=True)
+
+
 def make_server(store_root: Path, bind: str = "127.0.0.1", port: int = 8080,
-                verbose: bool = False) -> http.server.ThreadingHTTPServer:
+                verbose: bool = False) -> StoreServer:
     """An HTTP server for the store (not yet serving: call serve_forever)."""
-    root = Path(os.path.realpath(store_root))
-    assets_dir = install_assets(Path(tempfile.mkdtemp(prefix="chaos-serve-")))
-    handler = partial(StoreHandler, store_root=root, assets_dir=assets_dir)
-    server = http.server.ThreadingHTTPServer((bind, port), handler)
-    server.daemon_threads = True
-    server.verbose = verbose  # type: ignore[attr-defined]
-    server.assets_dir = assets_dir  # type: ignore[attr-defined]
-    return server
+    return StoreServer((bind, port), Path(os.path.realpath(store_root)), verbose)
