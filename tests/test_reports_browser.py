@@ -217,6 +217,9 @@ def test_queue_run_report_loads_without_console_errors_and_every_chart_has_point
     csv_link = loaded.page.get_attribute("#queue-lost + p a[href$='.csv']", "href")
     assert loaded.page.request.get(loaded.page.url.rsplit("/", 1)[0] + "/" + csv_link).text().count("\n") == 4
     assert "truncated or garbled" in loaded.page.text_content("#history-input")
+    log = loaded.page.get_attribute("#logs a", "href")
+    assert log == "../nodes/n1/broker-a-0/broker.log"
+    assert XSS in loaded.page.request.get(loaded.page.url.rsplit("/", 1)[0] + "/" + log).text()
 
 
 def test_injected_script_values_render_as_text_and_never_execute(server, store, browser):
