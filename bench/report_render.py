@@ -97,9 +97,9 @@ def timed_render(run: Path) -> float:
 def page_load_times(pages: list[Path]) -> list[float]:
     from playwright.sync_api import sync_playwright
     times = []
-    with sync_playwright() as playwright:
+    with sync_playwright() as playwright, tempfile.TemporaryDirectory(prefix="chaos-bench-chromium-") as profile:
         context = playwright.chromium.launch_persistent_context(
-            tempfile.mkdtemp(prefix="chaos-bench-chromium-"), executable_path="/usr/bin/chromium",
+            profile, executable_path="/usr/bin/chromium",
             args=CHROMIUM_ARGS, headless=True, viewport={"width": 1300, "height": 900})
         for page_path in pages:
             page = context.new_page()
