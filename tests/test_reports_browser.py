@@ -303,9 +303,10 @@ def test_serve_refuses_path_traversal_and_symlinks_out_of_the_store(server, stor
         link.unlink()
 
 
-def test_serve_stops_cleanly_on_ctrl_c(server):
+def test_serve_listens_on_loopback_and_stops_cleanly_on_ctrl_c(server):
     proc, base = server
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
+    assert f"on {base}/" in out  # 127.0.0.1 unless --bind says otherwise
     assert "stopped" in out and "Traceback" not in err
