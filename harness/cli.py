@@ -16,6 +16,10 @@ COMMAND_MODULES = [
     "harness.commands.run",
     "harness.commands.lin",
     "harness.commands.check",
+    "harness.commands.campaign",
+    "harness.commands.gc",
+    "harness.commands.report",
+    "harness.commands.serve",
 ]
 
 

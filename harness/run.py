@@ -65,7 +65,8 @@ def make_workload(spec: RunSpec) -> Workload:
 def fault_schedule(spec: RunSpec, fault_specs: list[faults.FaultSpec] | None = None) -> list[faults.ScheduledEvent]:
     """The fault schedule of the run: a pure function of (seed, spec)."""
     specs = fault_specs or [faults.FaultSpec.parse(text) for text in spec.faults]
-    schedule = faults.ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.interval)
+    schedule = faults.ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.fault_duration or spec.interval,
+                                   overlap=[faults.FaultSpec.parse(text) for text in spec.overlap])
     return faults.plan(spec.seed, schedule, spec.time) if spec.has_faults else []
 
 
@@ -127,6 +128,7 @@ class RunRecord:
     summary: dict[str, Any] = field(default_factory=dict)
     history_origin_s: float | None = None
     heal: list[str] = field(default_factory=list)
+    thresholds: dict[str, Any] = field(default_factory=dict)   # read by the checkers (rto_s...)
     _versions: dict[str, Any] = field(default_factory=versions)
 
     def as_json(self) -> dict[str, Any]:
@@ -142,6 +144,7 @@ class RunRecord:
                         "total_s": round(time.time() - self.started, 3)},
             "plan": self.summary, "inventory": self.inventory, "cluster": self.cluster,
             "heal": self.heal, "notes": self.notes, "versions": self._versions,
+            **({"thresholds": self.thresholds} if self.thresholds else {}),
         }
 
     def save(self) -> None:
@@ -297,8 +300,9 @@ class RunLifecycle:
         self.record.summary = plan_summary(spec, self.ops)
 
     def execute(self) -> RunOutcome:
-        write_json(self.store.campaign_dir(self.campaign_id) / "campaign.json",
-                   {"campaign_id": self.campaign_id, "kind": "ad-hoc", "runs": [self.run.run_id]})
+        campaign_json = self.store.campaign_dir(self.campaign_id) / "campaign.json"
+        if not campaign_json.exists():  # a campaign's own campaign.json is the campaign runner's
+            write_json(campaign_json, {"campaign_id": self.campaign_id, "kind": "ad-hoc", "runs": [self.run.run_id]})
         self.record.save()
         lease = take_lease(self.run.path)  # found by the next `chaos run` if we are SIGKILLed
         try:

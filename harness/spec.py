@@ -164,6 +164,10 @@ class RunSpec(BaseModel):
     op_timeout: float = Field(6.0, gt=0, description="seconds before a call counts as indeterminate")
     # fault options
     targets: tuple[str, ...] = Field((), description="roles faults may hit (empty: every role)")
+    fault_duration: float | None = Field(None, gt=0, description="seconds each fault lasts (None: --interval)")
+    overlap: tuple[str, ...] = Field((), description="faults started inside every window of the main ones")
+    route_refresh: float | None = Field(None, gt=0, description="client routing: None re-reads routes after a "
+                                        "failure; seconds = RocketMQ's periodic refresh at that interval")
     # SUT
     timing: str = Field("default", description="SUT timing scale: default (RocketMQ's) or fast (a tenth)")
     # checking
@@ -189,6 +193,13 @@ class RunSpec(BaseModel):
     def _faults_are_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if not value:
             raise ValueError(f"give at least one fault (or {NO_FAULT!r} for none)")
+        for text in value:
+            check_fault(text)
+        return value
+
+    @field_validator("overlap")
+    @classmethod
+    def _overlaps_are_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for text in value:
             check_fault(text)
         return value
@@ -229,10 +240,11 @@ class RunSpec(BaseModel):
         low, high = local_node_limits()
         if self.nodes is not None and not low <= self.nodes <= high:
             raise ValueError(f"--nodes {self.nodes}: a local cluster has {low} to {high} nodes")
-        if self.has_faults and self.time < 2 * self.interval:
+        window = self.interval + (self.fault_duration or self.interval)
+        if self.has_faults and self.time < window:
             raise ValueError(
                 f"--time {self.time:g}s is shorter than one fault interval: each fault comes after "
-                f"--interval {self.interval:g}s of quiet and lasts as long ({2 * self.interval:g}s in all), "
+                f"--interval {self.interval:g}s of quiet and lasts {window - self.interval:g}s ({window:g}s in all), "
                 f"so no fault would run; raise --time or lower --interval")
         workload = workloads.WORKLOADS[self.workload]
         problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
@@ -244,7 +256,7 @@ class RunSpec(BaseModel):
     def workload_options(self) -> WorkloadOptions:
         return WorkloadOptions(concurrency=self.concurrency, queues=self.queues, keys=self.keys,
                                ordered=self.ordered, mix=dict(self.mix), op_timeout=self.op_timeout,
-                               drain_timeout=self.drain_timeout)
+                               drain_timeout=self.drain_timeout, route_refresh_s=self.route_refresh)
 
     @property
     def has_faults(self) -> bool:
@@ -252,7 +264,7 @@ class RunSpec(BaseModel):
 
     @property
     def fault_label(self) -> str:
-        return "+".join(self.faults)
+        return "+".join(self.faults + self.overlap)
 
     def summary(self) -> str:
         return (f"{self.profile} / {self.workload} / {self.fault_label}, {self.time:g}s, "

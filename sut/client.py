@@ -142,7 +142,15 @@ class RouteUnavailable(Exception):
 
 
 class _ClientBase:
-    """Connections by address and the route cache shared by Producer and Consumer."""
+    """Connections by address and the route cache shared by Producer and Consumer.
+
+    `refresh_on_failure` (ours, the default) re-reads a topic's route right after a
+    failed call; off, the client behaves like RocketMQ's: routes are re-read only
+    every `route_refresh_interval` (pollNameServerInterval), and a failed send is
+    retried on the cached route, avoiding the broker group that failed.
+    """
+
+    refresh_on_failure = True
 
     def __init__(self, namesrv_addrs: list[str] | str, timeout: float = 3.0,
                  route_refresh_interval: float = 30.0) -> None:
@@ -256,14 +264,14 @@ class Producer(_ClientBase):
             if left <= 0:
                 break
             result, retryable = await self._attempt(topic, bodies, queue, ids, born, left,
-                                                    attempt > 0, avoid)
+                                                    attempt > 0 and self.refresh_on_failure, avoid)
             result.attempts = attempt + 1
             outcomes.append(result.outcome)
             if result.outcome == Outcome.OK or not retryable:
                 break
             avoid = result.queue.broker_name if result.queue else None
         result.outcome = combine(outcomes) if outcomes else Outcome.FAIL
-        if result.outcome != Outcome.OK:
+        if result.outcome != Outcome.OK and self.refresh_on_failure:
             self.expire_route(topic)  # the next send asks the nameservers (master may have moved)
         return result
 
@@ -368,7 +376,8 @@ class Consumer(_ClientBase):
             except RpcError as exc:
                 errors.append(str(exc))
                 outcomes.append(classify_error(exc))
-        self.forget_route(mq.topic)
+        if self.refresh_on_failure:
+            self.forget_route(mq.topic)
         return None, None, "; ".join(errors), combine(outcomes)
 
     async def pull(self, mq: MessageQueue, offset: int, max_count: int = 32,

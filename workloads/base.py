@@ -35,6 +35,7 @@ class WorkloadOptions:
     payload_bytes: int = 16
     op_timeout: float = 6.0       # no answer within this -> info (indeterminate)
     drain_timeout: float = 60.0
+    route_refresh_s: float | None = None   # None: re-read routes after a failure; else RocketMQ's periodic refresh
     topic: str = "chaos"
     group: str = "chaos-consumers"
 

@@ -47,12 +47,15 @@ class BrokerClient:
     """send / pull / commit by queue id on one topic, for the queue and log workloads."""
 
     def __init__(self, endpoints: Endpoints, topic: str, group: str, op_timeout: float,
-                 node_names: dict[str, str] | None = None) -> None:
+                 node_names: dict[str, str] | None = None, route_refresh_s: float | None = None) -> None:
         self.endpoints, self.topic = endpoints, topic
         # Leave the runner's op timeout the last word: a send (with its retries)
         # or a pull (master, then a slave) ends inside it with its own status.
         self.producer = Producer(endpoints.namesrv, send_timeout=max(0.5, op_timeout * 0.8))
         self.consumer = Consumer(endpoints.namesrv, group, timeout=max(0.5, op_timeout * 0.4))
+        if route_refresh_s is not None:  # RocketMQ's routing: periodic refresh only
+            for client in (self.producer, self.consumer):
+                client.route_refresh_interval, client.refresh_on_failure = route_refresh_s, False
         self.node_names = node_names or {}
 
     async def create_topic(self, queues: int) -> None:
@@ -119,7 +122,7 @@ class OnTopic:
 
     def client(self, endpoints: Endpoints, node_names: dict[str, str] | None = None) -> BrokerClient:
         return BrokerClient(endpoints, self.options.topic, self.options.group, self.options.op_timeout,
-                            node_names)
+                            node_names, self.options.route_refresh_s)
 
     async def setup(self, client: BrokerClient) -> None:
         await client.create_topic(self.options.queues)

@@ -127,4 +127,6 @@ def check(store_dirs: tuple[Path, ...], spark_master: str | None, confs: tuple[s
     console.print(LEGEND, highlight=False)
     for run, result in zip(runs, results):
         _details(console, Path(shown(run)), result)
+    from harness.commands.report import render_after_check
+    render_after_check(runs, lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True))
     raise SystemExit(exit_code(merge_valid(r.get("valid", "unknown") for r in results)))

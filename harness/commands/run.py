@@ -132,7 +132,16 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     verdict = VERDICTS.get(outcome.valid, str(outcome.valid)) if outcome.status == "complete" else outcome.status
     click.echo(f"verdict: {verdict} (exit {code})")
     click.echo(f"store: {outcome.run.path}")
+    _show_report(outcome.run.report_dir / "index.html")
     sys.exit(code)
+
+
+def _show_report(page: Path) -> None:
+    """Where the run's report is, and how to browse the store it is in."""
+    if page.is_file():
+        from harness.commands.report import serve_hint
+        click.echo(f"report: {page}")
+        click.echo(serve_hint(page.parent.parent))
 
 
 def _show_plan(spec: RunSpec, summary: dict[str, Any]) -> None:
@@ -168,6 +177,8 @@ def import_command(edn_file: Path, store: Path, workload: str | None, check: boo
         results = check([run_dir.path])
         valid = results[0].get("valid", "unknown") if results else "unknown"
         click.echo(f"verdict: {VERDICTS.get(valid, str(valid))}")
+        from harness.commands.report import render_after_check
+        render_after_check([run_dir.path])
         sys.exit(exit_code("complete", valid))
 
 

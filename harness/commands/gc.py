@@ -1,0 +1,123 @@
+"""`chaos gc --keep-nights N`: store retention for nightly campaigns.
+
+Removes the run directories of old campaigns, keeping for each campaign name the
+newest N, every campaign that failed a gate or did not finish (their evidence),
+and, of every removed campaign, campaign.json plus its pages: the trend page
+reads campaign.json and the runs' verdict files, so trends survive gc. Ad-hoc
+`chaos run` campaigns are only touched with --include-runs.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.cli import UserError
+from harness.store import LATEST, StoreError, read_json
+
+# What a pruned campaign keeps: enough for trend.html and index.html.
+KEPT_FILES = ("run.json", "results.json")
+
+
+@dataclass(frozen=True)
+class Decision:
+    path: Path
+    keep: bool
+    reason: str
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(gc)
+
+
+def _meta(path: Path) -> dict[str, Any] | None:
+    try:
+        data = read_json(path / "campaign.json")
+    except StoreError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def failed_a_gate(meta: dict[str, Any]) -> bool:
+    return any(isinstance(g, dict) and not g.get("ok") for g in meta.get("gates") or [])
+
+
+def decide(store: Path, keep_nights: int, include_runs: bool = False) -> list[Decision]:
+    """Which campaigns lose their bulk (pure over the store's campaign.json files)."""
+    decisions, seen = [], {}
+    campaigns = sorted((p for p in store.iterdir() if p.is_dir() and not p.is_symlink() and p.name != LATEST),
+                       key=lambda p: p.name, reverse=True)
+    for path in campaigns:
+        meta = _meta(path)
+        if meta is None:
+            continue
+        kind = meta.get("kind")
+        if kind != "campaign" and not include_runs:
+            decisions.append(Decision(path, True, "ad-hoc run (use --include-runs)"))
+            continue
+        name = str(meta.get("name") or "ad-hoc")
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] <= keep_nights:
+            decisions.append(Decision(path, True, f"one of the newest {keep_nights} of {name}"))
+        elif kind == "campaign" and meta.get("status") != "complete":
+            decisions.append(Decision(path, True, f"unfinished ({meta.get('status')}): resumable"))
+        elif failed_a_gate(meta):
+            decisions.append(Decision(path, True, "failed a gate: kept as evidence"))
+        else:
+            decisions.append(Decision(path, False, f"older than the newest {keep_nights} of {name}"))
+    return decisions
+
+
+def prune(path: Path) -> int:
+    """Remove a campaign's bulk (histories, logs, Parquet, run reports), keeping
+    campaign.json, its pages and each run's run.json/results.json. Bytes freed."""
+    freed = 0
+    for run in sorted((path / "runs").glob("*")) + sorted((path / "interrupted").glob("*")):
+        if not run.is_dir():
+            continue
+        for child in run.iterdir():
+            if child.name in KEPT_FILES:
+                continue
+            freed += _size(child)
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    marker = path / "gc.txt"
+    marker.write_text("histories, logs and run reports removed by `chaos gc`; verdicts and timings kept\n")
+    return freed
+
+
+def _size(path: Path) -> int:
+    if path.is_file() or path.is_symlink():
+        return path.lstat().st_size
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file())
+
+
+@click.command()
+@click.option("--keep-nights", type=click.IntRange(min=1), required=True,
+              help="How many of the newest campaigns of each name keep everything.")
+@click.option("--store", "-s", type=click.Path(path_type=Path, file_okay=False), default=Path("store"),
+              show_default=True)
+@click.option("--include-runs", is_flag=True, help="Also prune ad-hoc `chaos run` campaigns.")
+@click.option("--dry-run", is_flag=True, help="Say what would be pruned; remove nothing.")
+def gc(keep_nights: int, store: Path, include_runs: bool, dry_run: bool) -> None:
+    """Free space in the store: old campaigns lose their histories, logs and run
+    reports. Kept whole: the newest N campaigns of each name, every campaign that
+    failed a gate (its evidence) and every unfinished one. Kept always: each
+    campaign's campaign.json and pages and each run's verdicts, so trend.html and
+    index.html still show every night."""
+    if not store.is_dir():
+        raise UserError(f"--store {store}: no such directory")
+    freed = 0
+    for decision in decide(store, keep_nights, include_runs):
+        if decision.keep:
+            click.echo(f"keep   {decision.path.name}: {decision.reason}")
+            continue
+        if (decision.path / "gc.txt").exists():
+            click.echo(f"pruned {decision.path.name}: already")
+            continue
+        click.echo(f"prune  {decision.path.name}: {decision.reason}")
+        if not dry_run:
+            freed += prune(decision.path)
+    click.echo("dry run: nothing removed" if dry_run else f"freed {freed / 1e6:.1f} MB")

@@ -1,0 +1,414 @@
+"""The run report: report/index.html, report/timeline.html and the anomaly downloads.
+
+Each section is built from the files it needs; a missing or malformed file
+turns into a one-line problem shown in that section, never a failed page.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reports import run_charts
+from reports.assets import install_assets
+from reports.charts import figure_div, window_label
+from reports.history import History, load_history
+from reports.load import RunFacts, is_campaign_dir, load_run, read_jsonl, read_table, section
+from reports.render import relative_url, render_page, write_atomic
+
+INLINE_IDS = 20
+KNOWN_CATEGORIES = ("lost", "duplicated", "unexpected", "recovered", "lost_after_consume",
+                    "inconsistent_offsets", "poll_skip", "nonmonotonic_poll")
+CHECKER_ORDER = ("stats", "queue", "order", "linearizable", "rto", "perf")
+COUNTEREXAMPLE_BEFORE, COUNTEREXAMPLE_AFTER = 12, 6
+LOG_FILES_SHOWN = 200
+# `chaos run` options that replay a run, in the order a person would write them.
+REPLAY_OPTIONS = (("profile", "--profile"), ("workload", "--workload"), ("faults", "--fault"),
+                  ("time", "--time"), ("interval", "--interval"), ("recovery", "--recovery"),
+                  ("rate", "--rate"), ("concurrency", "--concurrency"), ("seed", "--seed"),
+                  ("nodes", "--nodes"), ("queues", "--queues"), ("keys", "--keys"), ("ordered", "--ordered"),
+                  ("mix", "--mix"), ("op_timeout", "--op-timeout"), ("drain_timeout", "--drain-timeout"),
+                  ("targets", "--target"), ("timing", "--timing"), ("inventory", "--inventory"))
+
+
+@dataclass
+class Section:
+    """What a template section shows: its content and the problems of its inputs."""
+
+    problems: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.data[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def assets_folder(run_dir: Path) -> Path:
+    """A run inside a campaign shares the campaign folder's assets; a lone run has its own."""
+    if run_dir.parent.name == "runs" and is_campaign_dir(run_dir.parent.parent):
+        return run_dir.parent.parent
+    return run_dir / "report"
+
+
+# -- verdicts and configuration ---------------------------------------------------------
+
+def checker_reason(name: str, result: dict[str, Any]) -> str:
+    """The one line that says why a checker is invalid or unknown."""
+    if result.get("error"):
+        return f"checker failed: {result['error']}"
+    problems = [str(p) for p in result.get("problems") or []]
+    if name == "queue":
+        found = [f"{count} {category.replace('_', ' ')}" for category, count in anomaly_counts(result).items()
+                 if count and category != "recovered"]
+        if found:
+            return ", ".join(found)
+    if name == "rto" and result.get("not_recovered"):
+        return f"fault window(s) {', '.join(map(str, result['not_recovered']))} never recovered"
+    if name == "linearizable" and section(result, "counts").get("invalid"):
+        return f"{result['counts']['invalid']} key(s) not linearizable" + (f": {problems[0]}" if problems else "")
+    if problems:
+        return problems[0] + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
+    return str(result.get("reason") or "")
+
+
+def verdict_rows(facts: RunFacts) -> list[dict[str, Any]]:
+    checkers = facts.checkers
+    names = [n for n in CHECKER_ORDER if n in checkers] + sorted(n for n in checkers if n not in CHECKER_ORDER)
+    rows = []
+    for name in names:
+        result = checkers[name] if isinstance(checkers[name], dict) else {"valid": "unknown",
+                                                                             "error": "section is not an object"}
+        valid = result.get("valid", "unknown")
+        valid = valid if valid in (True, False) else "unknown"
+        skipped = result.get("checked") is False
+        rows.append({"name": name, "valid": valid, "skipped": skipped,
+                     "reason": "" if valid is True and not skipped else checker_reason(name, result)})
+    return rows
+
+
+def replay_command(facts: RunFacts) -> str | None:
+    """The exact `chaos run` that replays this run (same seed, same schedules)."""
+    spec = facts.spec
+    if not spec:
+        return None
+    argv = ["chaos", "run"]
+    for name, option in REPLAY_OPTIONS:
+        value = spec.get(name)
+        if value is None or value is False or value in ([], {}, ""):
+            continue
+        if value is True:
+            argv.append(option)
+        elif isinstance(value, list):
+            for item in value:
+                argv += [option, str(item)]
+        elif isinstance(value, dict):
+            argv += [option, ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in value.items())]
+        else:
+            argv += [option, f"{value:g}" if isinstance(value, float) else str(value)]
+    return shlex.join(argv)
+
+
+def config_items(facts: RunFacts) -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = [("run", facts.run_id), ("campaign", facts.campaign_id)]
+    for name in ("kind", "status", "error", "profile", "workload", "model", "faults", "seed", "source",
+                 "started_at", "ops"):
+        if facts.run.get(name) not in (None, "", []):
+            items.append((name, facts.run[name]))
+    for name, value in facts.spec.items():
+        if name not in dict(items) and value not in (None, "", [], {}):
+            items.append((name, value))
+    timings = section(facts.run, "timings")
+    if "total_s" in timings:
+        items.append(("total time (s)", timings["total_s"]))
+    inventory = section(facts.run, "inventory")
+    if inventory:
+        nodes = [f"{n.get('name')} {n.get('host')}" for n in inventory.get("nodes", []) if isinstance(n, dict)]
+        items.append(("nodes", f"{inventory.get('kind')} {inventory.get('name')}: {', '.join(nodes)}"))
+    if facts.results.get("checked_at"):
+        items.append(("checked at", facts.results["checked_at"]))
+    return items
+
+
+# -- RTO ----------------------------------------------------------------------------------
+
+def failover_note(window: dict[str, Any]) -> str:
+    """Says plainly whether the window could have exercised a failover."""
+    detection = run_charts.detection_seconds(window)
+    length = run_charts.window_length(window)
+    exercised = window.get("exercises_failover")
+    if detection is None:
+        return "failure-detection time unknown (results.json has no detection_s)"
+    if exercised is False or (exercised is None and length is not None and length < detection):
+        shown = f"{length:.2f} s" if length is not None else "the window"
+        return (f"no failover exercised: the window lasted {shown}, shorter than the profile's "
+                f"failure detection of {detection:.2f} s")
+    return f"long enough to exercise a failover (detection after {detection:.2f} s)"
+
+
+def rto_section(facts: RunFacts) -> Section:
+    rto = facts.checker("rto")
+    out = Section()
+    if facts.results_problem:
+        out.problems.append(facts.results_problem)
+    windows = [w for w in rto.get("windows") or [] if isinstance(w, dict)]
+    out.problems += [str(p) for p in rto.get("problems") or []]
+    if rto.get("error"):
+        out.problems.append(f"rto checker failed: {rto['error']}")
+    rows = [dict(w, label=window_label(w), length_s=run_charts.window_length(w), note=failover_note(w))
+            for w in windows]
+    short = [r for r in rows if r["note"].startswith("no failover")]
+    out.data = dict(windows=rows, figure=figure_div(run_charts.rto_figure(windows), "rto-chart") if windows else None,
+                    short=short, failovers=rto.get("failovers"), max_unavailable_s=rto.get("max_unavailable_s"),
+                    availability=section(rto, "availability"), threshold_s=rto.get("threshold_s"),
+                    not_recovered=rto.get("not_recovered") or [])
+    return out
+
+
+# -- performance ------------------------------------------------------------------------------
+
+def perf_section(facts: RunFacts, history: History | None, history_problem: str | None,
+                 windows: list[dict[str, Any]]) -> Section:
+    perf = facts.checker("perf")
+    out = Section()
+    if history is not None and len(history):
+        out.data["latency"] = figure_div(run_charts.latency_figure(history, windows), "latency-chart")
+    elif history_problem:
+        out.problems.append(history_problem)
+    series = [s for s in perf.get("series") or [] if isinstance(s, dict)]
+    latency = [row for row in perf.get("latency") or [] if isinstance(row, dict)]
+    if not perf:
+        out.problems.append(facts.results_problem or "results.json has no perf section")
+    if series:
+        out.data["throughput"] = figure_div(run_charts.throughput_figure(series, windows), "throughput-chart")
+    if latency:
+        out.data["quantiles"] = figure_div(run_charts.quantiles_figure(latency), "quantiles-chart")
+    out.data.update(latency_rows=latency, duration_s=perf.get("duration_s"), rate=perf.get("throughput"))
+    return out
+
+
+# -- queue accounting ---------------------------------------------------------------------------
+
+def anomaly_categories(queue: dict[str, Any]) -> list[str]:
+    """Every list of message rows the queue checker reports, known ones first."""
+    found = [k for k, v in queue.items() if isinstance(v, list) and k != "problems"
+             and all(isinstance(row, dict) for row in v)]
+    return [c for c in KNOWN_CATEGORIES if c in found] + sorted(c for c in found if c not in KNOWN_CATEGORIES)
+
+
+def anomaly_counts(queue: dict[str, Any]) -> dict[str, int]:
+    """Each category's count: the checker's `counts`, else the length of its list."""
+    counts = section(queue, "counts")
+    found = {}
+    for category in anomaly_categories(queue):
+        count = counts.get(category)
+        found[category] = count if isinstance(count, int) and not isinstance(count, bool) \
+            else len(queue.get(category) or [])
+    return found
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    columns = list(dict.fromkeys(name for row in rows for name in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns or ["id"], extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def full_anomaly_rows(run_dir: Path, queue: dict[str, Any]) -> tuple[dict[str, list[dict]], str | None]:
+    """All rows per category from checked/queue.parquet (results.json keeps the first 1000)."""
+    table, problem = read_table(run_dir / "checked" / "queue.parquet")
+    if table is None:
+        return {c: list(queue.get(c) or []) for c in anomaly_categories(queue)}, problem
+    columns = list(table)
+    rows = [dict(zip(columns, values)) for values in zip(*table.values())]
+    by_category: dict[str, list[dict]] = {c: [] for c in anomaly_categories(queue)}
+    for row in rows:
+        by_category.setdefault(str(row.get("category")), []).append(row)
+    return by_category, None
+
+
+def queue_section(facts: RunFacts, report_dir: Path) -> Section:
+    queue = facts.checker("queue")
+    out = Section()
+    if not queue or queue.get("checked") is False:
+        out.data["applies"] = False
+        out.data["reason"] = queue.get("reason") if queue else (facts.results_problem or "no queue section")
+        return out
+    out.problems += [str(p) for p in queue.get("problems") or []]
+    full, problem = full_anomaly_rows(facts.path, queue)
+    if problem and any(full.values()) and not problem.endswith("missing"):
+        out.problems.append(problem)
+    categories = []
+    counts = anomaly_counts(queue)
+    for category in sorted(full, key=lambda c: (KNOWN_CATEGORIES + (c,)).index(c)):
+        rows = full[category]
+        downloads = {}
+        if rows:
+            downloads = {fmt: write_atomic(report_dir / "downloads" / f"queue-{category}.{fmt}", text).name
+                         for fmt, text in (("csv", _csv(rows)), ("json", json.dumps(rows, default=str, indent=1)))}
+        categories.append(dict(name=category, count=max(counts.get(category, 0), len(rows)),
+                               ids=[row.get("id") for row in rows[:INLINE_IDS]], rows=rows[:INLINE_IDS],
+                               columns=list(dict.fromkeys(k for row in rows[:INLINE_IDS] for k in row if k != "category")),
+                               downloads=downloads))
+    out.data.update(applies=True, counts=section(queue, "counts"), categories=categories,
+                    duplicates_allowed=queue.get("duplicates_allowed"))
+    return out
+
+
+# -- linearizability counterexamples -----------------------------------------------------------
+
+def _position_of(history: History, op: Any) -> int | None:
+    if not isinstance(op, dict) or not isinstance(op.get("index"), int):
+        return None
+    try:
+        return history.index.index(op["index"])
+    except ValueError:
+        return None
+
+
+def counterexample_rows(history: History, key: Any, failing: int) -> list[int]:
+    """The failing op, the ops of its key just before and after it, and every op concurrent with it."""
+    rows = history.positions_of_key(key) or list(range(len(history)))
+    at = rows.index(failing) if failing in rows else 0
+    picked = set(rows[max(0, at - COUNTEREXAMPLE_BEFORE): at + COUNTEREXAMPLE_AFTER + 1])
+    start = history.invoke_time[failing]
+    stop = history.complete_time[failing] if history.complete_time[failing] is not None else float("inf")
+    for i in rows:
+        complete = history.complete_time[i] if history.complete_time[i] is not None else float("inf")
+        if history.invoke_time[i] <= stop and complete >= start:
+            picked.add(i)
+    return sorted(picked)
+
+
+def lin_section(facts: RunFacts, history: History | None, history_problem: str | None) -> Section:
+    lin = facts.checker("linearizable")
+    out = Section()
+    if not lin or lin.get("checked") is False:
+        out.data.update(applies=False, reason=lin.get("reason") if lin else (facts.results_problem or "no section"))
+        return out
+    out.problems += [str(p) for p in lin.get("problems") or []]
+    failures = []
+    for number, failure in enumerate(f for f in lin.get("failures") or [] if isinstance(f, dict)):
+        figure = None
+        if history is not None:
+            failing = _position_of(history, failure.get("op"))
+            if failing is not None:
+                rows = counterexample_rows(history, failure.get("key"), failing)
+                fig = run_charts.counterexample_figure(history, rows, failing,
+                                                       _position_of(history, failure.get("previous-ok")),
+                                                       history.end_s)
+                figure = figure_div(fig, f"counterexample-{number}")
+        elif history_problem and history_problem not in out.problems:
+            out.problems.append(history_problem)
+        failures.append(dict(key=failure.get("key"), op=failure.get("op"), previous_ok=failure.get("previous-ok"),
+                             configs=[c for c in failure.get("configs") or [] if isinstance(c, dict)],
+                             figure=figure, model=failure.get("model") or lin.get("model")))
+    out.data.update(applies=True, model=lin.get("model"), counts=section(lin, "counts"), failures=failures,
+                    unknown=lin.get("unknown") or [])
+    return out
+
+
+# -- nemesis, logs, stats -------------------------------------------------------------------------
+
+def nemesis_section(facts: RunFacts, windows: list[dict[str, Any]]) -> Section:
+    out = Section()
+    if windows:
+        out.data["windows"] = [dict(w, label=window_label(w), grudge=section(w, "details").get("grudge")
+                                    if isinstance(w.get("details"), dict) else _grudge_of(w.get("details")))
+                               for w in windows]
+        return out
+    events, problems = read_jsonl(facts.path / "nemesis.jsonl")
+    out.problems += [p for p in problems if not p.endswith(": missing")]
+    out.data["events"] = [dict(time_s=e.get("time", 0) / 1e9 if isinstance(e.get("time"), int) else None,
+                               fault=e.get("f"), phase=section(e, "value").get("phase"),
+                               targets=section(e, "value").get("targets"), grudge=section(e, "value").get("grudge"))
+                          for e in events]
+    return out
+
+
+def _grudge_of(details: Any) -> Any:
+    if isinstance(details, str):
+        try:
+            details = json.loads(details)
+        except json.JSONDecodeError:
+            return None
+    return details.get("grudge") if isinstance(details, dict) else None
+
+
+def node_logs(run_dir: Path, report_dir: Path) -> list[dict[str, Any]]:
+    """Each node's collected files, linked relative to the report."""
+    nodes = run_dir / "nodes"
+    if not nodes.is_dir():
+        return []
+    found = []
+    for node in sorted(p for p in nodes.iterdir() if p.is_dir()):
+        files = sorted(p for p in node.rglob("*") if p.is_file() and not p.is_symlink())
+        found.append(dict(node=node.name, total=len(files),
+                          files=[dict(name=p.relative_to(node).as_posix(), href=relative_url(p, report_dir),
+                                      size=p.stat().st_size) for p in files[:LOG_FILES_SHOWN]]))
+    return found
+
+
+def stats_section(facts: RunFacts) -> Section:
+    stats = facts.checker("stats")
+    out = Section()
+    malformed = section(stats, "malformed")
+    out.data.update(operations=stats.get("operations"), by_outcome=section(stats, "by_outcome"),
+                    by_f=section(stats, "by_f"), malformed=malformed.get("count", 0),
+                    malformed_examples=[m for m in malformed.get("examples") or [] if isinstance(m, dict)])
+    out.problems += [str(p) for p in stats.get("problems") or []]
+    return out
+
+
+# -- the pages ------------------------------------------------------------------------------------
+
+def _windows(facts: RunFacts) -> list[dict[str, Any]]:
+    return [w for w in facts.checker("rto").get("windows") or [] if isinstance(w, dict)]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _nav(report_dir: Path, run_dir: Path, current: str) -> list[dict[str, Any]]:
+    nav = []
+    campaign = run_dir.parent.parent
+    if run_dir.parent.name == "runs" and (campaign / "index.html").is_file():
+        nav.append(dict(label="campaign", href=relative_url(campaign / "index.html", report_dir), current=False))
+    nav += [dict(label="report", href="index.html", current=current == "report"),
+            dict(label="timeline", href="timeline.html", current=current == "timeline")]
+    return nav
+
+
+def render_run_report(run_dir: Path) -> Path:
+    """Write report/index.html and report/timeline.html for one run; returns index.html."""
+    facts = load_run(run_dir)
+    report_dir = run_dir / "report"
+    assets_dir = install_assets(assets_folder(run_dir))
+    history, history_problem = load_history(run_dir)
+    windows = _windows(facts)
+    common = dict(facts=facts, generated_at=_now(), source=str(run_dir))
+    index = render_page(
+        "run.html.j2", report_dir / "index.html", assets_dir, nav=_nav(report_dir, run_dir, "report"),
+        verdicts=verdict_rows(facts), config=config_items(facts), replay=replay_command(facts),
+        rto=rto_section(facts), perf=perf_section(facts, history, history_problem, windows),
+        queue=queue_section(facts, report_dir), lin=lin_section(facts, history, history_problem),
+        nemesis=nemesis_section(facts, windows), logs=node_logs(run_dir, report_dir), stats=stats_section(facts),
+        **common)
+    timeline = (figure_div(run_charts.timeline_figure(history, windows), "timeline")
+                if history is not None and len(history) else None)
+    render_page("timeline.html.j2", report_dir / "timeline.html", assets_dir,
+                nav=_nav(report_dir, run_dir, "timeline"), timeline=timeline, history_problem=history_problem,
+                operations=len(history) if history is not None else 0,
+                processes=len(set(history.process)) if history is not None else 0, **common)
+    return index
+

@@ -1,0 +1,312 @@
+"""Run reports in a real headless Chromium, served by a real `chaos serve`.
+
+One store is made once for the module: a queue run written as raw events (with
+a fault window, lost messages, a malformed line and `<script>` values in a
+message body, an error text and the run's configuration) and a bad
+cas-register history imported from Knossos' test data; `chaos check` checks
+both on Spark (real results.json and checked/ tables) and renders their
+reports. Screenshots go to build/test-output/reports/.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require
+
+REPO = Path(__file__).resolve().parent.parent
+CHAOS = [str(Path(sys.executable).parent / "chaos")]
+CHROMIUM = Path("/usr/bin/chromium")
+BAD_EDN = REPO.parent / "shared" / "testdata" / "knossos" / "cas-register" / "bad" / "cas-failure.edn"
+if not BAD_EDN.exists():
+    BAD_EDN = Path("/work/shared/testdata/knossos/cas-register/bad/cas-failure.edn")
+SHOTS = REPO / "build" / "test-output" / "reports"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+XSS = "<script>window.__xss = 1</script>"
+XSS_NODE = "<img src=x onerror=\"window.__xss = 2\">"
+LOST_IDS = (7, 13, 21)
+
+pytestmark = [pytest.mark.browser, pytest.mark.spark, pytest.mark.jvm]
+
+
+# -- the store ------------------------------------------------------------------------------
+
+def _event(process, kind, f, key, value, t_ms, node=None, error=None):
+    return {"process": process, "type": kind, "f": f, "key": key, "value": value,
+            "time": int(t_ms * 1_000_000), "node": node, "error": error}
+
+
+def queue_events() -> list[dict]:
+    """60 sends by 3 producers (one indeterminate in the fault window, one with a
+    `<script>` body), polls that consume all but LOST_IDS."""
+    events, consumed, t = [], [], 0.0
+    for i in range(60):
+        process, t = (9 if i == 30 else i % 3), t + 80  # 9 times out once and retires
+        payload = XSS if i == 5 else f"m{i}"
+        message = {"id": i, "payload": payload}
+        events.append(_event(process, "invoke", "send", i % 2, message, t))
+        if i == 30:  # inside the fault window: the broker timed out
+            events.append(_event(process, "info", "send", i % 2, message, t + 900, XSS_NODE, f"timeout {XSS}"))
+            events += [_event(10, "invoke", "send", i % 2, {"id": 1000 + i, "payload": "r"}, t + 950),
+                       _event(10, "ok", "send", i % 2, {"id": 1000 + i, "payload": "r"}, t + 1400, "n1")]
+            consumed.append((1000 + i, i % 2))
+            continue
+        events.append(_event(process, "ok", "send", i % 2, {**message, "queue": i % 2, "offset": i // 2},
+                             t + 5 + (i % 7), "n1" if i < 30 else "n2"))
+        if i not in LOST_IDS:
+            consumed.append((i, i % 2))
+    for n, start in enumerate(range(0, len(consumed), 10)):
+        batch = consumed[start:start + 10]
+        t += 50
+        events.append(_event(5, "invoke", "poll", None, {"offset": start}, t))
+        events.append(_event(5, "ok", "poll", None,
+                             [{"id": i, "key": k, "queue": k, "offset": start + j} for j, (i, k) in enumerate(batch)],
+                             t + 3, "n1"))
+    return events
+
+
+def write_queue_run(store: Path) -> Path:
+    run = store / "20261101T000000Z-aaaa" / "runs" / "controller-3-queue-random-kill"
+    (run / "history").mkdir(parents=True)
+    (run / "nodes" / "n1" / "broker-a-0").mkdir(parents=True)
+    (run / "nodes" / "n1" / "broker-a-0" / "broker.log").write_text(f"started\nerror: {XSS}\n")
+    with open(run / "history" / "worker-0.jsonl", "w") as out:
+        for event in queue_events():
+            out.write(json.dumps(event) + "\n")
+        out.write('{"process": 1, "type": "ok", "f"\n')  # a truncated line: reported, not fatal
+    (run / "nemesis.jsonl").write_text(
+        json.dumps(_event("nemesis", "info", "random-kill", None,
+                          {"phase": "start", "targets": ["n2"], "grudge": None}, 2000)) + "\n"
+        + json.dumps(_event("nemesis", "info", "random-kill", None, {"phase": "stop", "targets": ["n2"]}, 3500))
+        + "\n")
+    spec = {"profile": "controller-3", "workload": "queue", "faults": ["random-kill"], "time": 6.0,
+            "interval": 2.0, "recovery": 2.0, "seed": 42, "timing": "fast", "note": XSS}
+    (run / "run.json").write_text(json.dumps({"kind": "run", "run_id": run.name, "campaign_id": run.parent.parent.name,
+                                              "workload": "queue", "profile": "controller-3", "seed": 42,
+                                              "status": "complete", "spec": spec}))
+    (run.parent.parent / "campaign.json").write_text(json.dumps({"campaign_id": run.parent.parent.name,
+                                                                 "kind": "ad-hoc", "runs": [run.name]}))
+    return run
+
+
+def chaos(*args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([*CHAOS, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode not in (0, 1, 2):
+        raise AssertionError(f"chaos {' '.join(args)} exited {result.returncode}: {result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def store() -> Path:
+    require(BAD_EDN.exists(), f"{BAD_EDN}: Knossos test data missing (../shared beside the repo)")
+    root = Path(tempfile.mkdtemp(prefix="chaos-reports-"))
+    write_queue_run(root)
+    chaos("import", str(BAD_EDN), "--store", str(root))
+    checked = chaos("check", str(root), timeout=900)
+    assert checked.returncode == 1, checked.stdout + checked.stderr  # both runs are invalid
+    assert "report: " in checked.stdout and "chaos serve" in checked.stdout
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(store: Path):
+    port = free_port()
+    proc = subprocess.Popen([*CHAOS, "serve", str(store), "--port", str(port)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.2)
+    yield proc, f"http://127.0.0.1:{port}"
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require(CHROMIUM.exists(), f"{CHROMIUM} missing: `apt-get install chromium` (scripts/setup.sh does)")
+    from playwright.sync_api import sync_playwright
+    profile = tempfile.mkdtemp(prefix="chaos-chromium-")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1300, "height": 900})
+        yield context
+        context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+class Loaded:
+    """A page opened in Chromium with its console errors collected."""
+
+    def __init__(self, context, url: str, shot: str) -> None:
+        self.errors: list[str] = []
+        self.page = context.new_page()
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        response = self.page.goto(url)
+        assert response is not None and response.status == 200, url
+        self.page.wait_for_selector("body[data-charts-rendered]", timeout=60_000)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{shot}.png"), full_page=True)
+
+    def chart_points(self) -> dict[str, int]:
+        """Per chart div: the number of data points plotly holds after drawing it."""
+        return self.page.evaluate("""() => Object.fromEntries(
+            Array.from(document.querySelectorAll('div.chart')).map(gd => [gd.id,
+              (gd.data || []).reduce((n, t) => n + ((t.x || t.y || []).filter(v => v !== null).length), 0)]))""")
+
+
+def run_url(base: str, store: Path, name: str, page: str = "index.html") -> str:
+    run = next(store.glob(f"*/runs/{name}"))
+    return f"{base}/{run.relative_to(store).as_posix()}/report/{page}"
+
+
+# -- the tests --------------------------------------------------------------------------------
+
+def test_store_index_lists_campaigns_newest_first_with_links_to_reports(server, store, browser):
+    _, base = server
+    loaded = Loaded(browser, base + "/", "store-index")
+    ids = loaded.page.eval_on_selector_all("section.campaign", "els => els.map(e => e.dataset.campaign)")
+    assert ids == sorted(ids, reverse=True) and len(ids) == 2
+    links = loaded.page.eval_on_selector_all("section.campaign a[href$='report/index.html']",
+                                             "els => els.map(e => e.getAttribute('href'))")
+    assert len(links) == 2
+    assert loaded.errors == []
+
+
+def test_queue_run_report_loads_without_console_errors_and_every_chart_has_points(server, store, browser):
+    _, base = server
+    loaded = Loaded(browser, run_url(base, store, "controller-3-queue-random-kill"), "queue-run-report")
+    assert loaded.errors == []
+    points = loaded.chart_points()
+    assert {"rto-chart", "latency-chart", "throughput-chart", "quantiles-chart"} <= set(points)
+    assert all(count > 0 for count in points.values()), points
+    rendered = loaded.page.evaluate("() => document.querySelectorAll('div.chart[data-rendered]').length")
+    assert rendered == len(points)
+    verdict = loaded.page.text_content("tr[data-checker=queue] .verdict")
+    assert "invalid" in verdict
+    lost = loaded.page.text_content("#queue-lost")
+    assert "lost: 3" in lost
+    ids = loaded.page.text_content("#queue-lost + p code.ids")
+    assert sorted(int(x) for x in ids.split(",")) == list(LOST_IDS)
+    csv_link = loaded.page.get_attribute("#queue-lost + p a[href$='.csv']", "href")
+    assert loaded.page.request.get(loaded.page.url.rsplit("/", 1)[0] + "/" + csv_link).text().count("\n") == 4
+    assert "truncated or garbled" in loaded.page.text_content("#history-input")
+    log = loaded.page.get_attribute("#logs a", "href")
+    assert log == "../nodes/n1/broker-a-0/broker.log"
+    assert XSS in loaded.page.request.get(loaded.page.url.rsplit("/", 1)[0] + "/" + log).text()
+
+
+def test_injected_script_values_render_as_text_and_never_execute(server, store, browser):
+    _, base = server
+    loaded = Loaded(browser, run_url(base, store, "controller-3-queue-random-kill", "timeline.html"), "queue-timeline")
+    assert loaded.errors == []
+    # move the mouse onto the operation whose node and error carry markup: plotly shows them as text
+    spot = loaded.page.evaluate("""() => {
+        const gd = document.getElementById('timeline');
+        gd.scrollIntoView();
+        const hit = row => row.some(v => String(v).includes('timeout'));
+        const trace = gd.data.find(t => t.mode === 'markers' && (t.customdata || []).some(hit));
+        const p = trace.customdata.findIndex(hit);
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+        return {x: box.left + xa._offset + xa.l2p(trace.x[p]), y: box.top + ya._offset + ya.l2p(trace.y[p])}; }""")
+    loaded.page.mouse.move(spot["x"], spot["y"])
+    loaded.page.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
+    hovered = loaded.page.text_content(".hoverlayer")
+    assert XSS in hovered and "onerror" in hovered, hovered
+    assert loaded.page.evaluate("() => window.__xss") is None
+    report = Loaded(browser, run_url(base, store, "controller-3-queue-random-kill"), "queue-run-report-xss")
+    assert XSS in report.page.text_content("#configuration")
+    assert report.page.evaluate("() => window.__xss") is None
+    assert report.page.evaluate("() => document.querySelectorAll('img[src=x]').length") == 0
+
+
+def test_timeline_draws_every_operation_in_a_lane_per_process(server, store, browser):
+    _, base = server
+    loaded = Loaded(browser, run_url(base, store, "controller-3-queue-random-kill", "timeline.html"), "timeline")
+    lanes = loaded.page.evaluate("""() => { const gd = document.getElementById('timeline');
+        const hover = gd.data.filter(t => t.customdata);
+        return {ops: hover.reduce((n, t) => n + t.x.length, 0), lanes: new Set(hover.flatMap(t => t.y)).size,
+                bars: gd.data.filter(t => / bars$/.test(t.name)).reduce((n, t) => n + t.error_x.array.length, 0),
+                gl: !!gd.querySelector('canvas')}; }""")
+    assert lanes["ops"] == lanes["bars"] == 60 + 1 + 6  # sends, the retry, polls: all under the bar budget
+    assert lanes["lanes"] == 3 + 1 + 1 + 1 and lanes["gl"]
+    zoomed = loaded.page.evaluate("""async () => { const gd = document.getElementById('timeline');
+        await Plotly.relayout(gd, {'xaxis.range[0]': 0, 'xaxis.range[1]': 1});
+        return gd.data.filter(t => / bars$/.test(t.name)).reduce((n, t) => n + t.error_x.array.length, 0); }""")
+    assert zoomed == 12  # the bars redrawn for the zoomed range: the sends invoked in the first second
+    assert loaded.errors == []  # producers, the retired one, its successor, poller
+
+
+def test_invalid_register_run_shows_counterexample_lanes_with_the_failing_op(server, store, browser):
+    _, base = server
+    loaded = Loaded(browser, run_url(base, store, "import-cas-failure"), "register-counterexample")
+    assert loaded.errors == []
+    assert all(count > 0 for count in loaded.chart_points().values())
+    lanes = loaded.page.evaluate("""() => { const gd = document.querySelector('.counterexample div.chart');
+        const bars = gd.data.filter(t => t.type === 'bar');
+        return {lanes: new Set(bars.flatMap(t => t.y)).size,
+                failing: bars.flatMap(t => t.marker.color).filter(c => c === '#000000').length,
+                drawn: gd.querySelectorAll('.bars .point').length}; }""")
+    assert lanes["lanes"] >= 2 and lanes["failing"] == 1 and lanes["drawn"] > 2
+    text = loaded.page.text_content(".counterexample")
+    assert "could not be linearized" in text and "Final configurations" in text
+    assert loaded.page.locator(".counterexample table tbody tr").count() >= 1
+
+
+def _raw_get(base: str, path: str) -> int:
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.request("GET", path)  # sent as is: no client-side normalisation of ..
+    status = connection.getresponse().status
+    connection.close()
+    return status
+
+
+def test_serve_refuses_path_traversal_and_symlinks_out_of_the_store(server, store):
+    _, base = server
+    link = store / "escape"
+    link.symlink_to("/etc")
+    try:
+        assert _raw_get(base, "/../../etc/passwd") == 404
+        assert _raw_get(base, "/%2e%2e/%2e%2e/etc/passwd") == 404
+        assert _raw_get(base, "/escape/passwd") == 404
+        assert _raw_get(base, "/escape/") == 404
+        report = next(store.glob("*/runs/import-cas-failure/report/index.html")).relative_to(store)
+        assert _raw_get(base, "/" + report.as_posix()) == 200
+    finally:
+        link.unlink()
+
+
+def test_serve_listens_on_loopback_and_stops_cleanly_on_ctrl_c(server):
+    proc, base = server
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert f"on {base}/" in out  # 127.0.0.1 unless --bind says otherwise
+    assert "stopped" in out and "Traceback" not in err

@@ -1,0 +1,204 @@
+"""Run reports without a browser: escaping, assets, tolerant loading, sections.
+
+results.json here is hand-written in the shape docs/history-format.md gives;
+test_reports_browser.py renders real ones from the checkers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+
+import reports
+from reports.assets import install_assets, plotly_js
+from reports.charts import figure_div, hover_text
+from reports.load import read_json
+from reports.render import render_page
+from reports.run_report import failover_note, replay_command
+from reports.load import RunFacts
+
+CHAOS = str(Path(sys.executable).parent / "chaos")
+EVIL = "</script><!--<script>alert(1)</script>"
+
+
+def window(**extra):
+    return {"id": 0, "fault": "random-kill", "start_s": 5.0, "stop_s": 10.0, "targets": ["n2"],
+            "details": {"grudge": None}, "writes": 40, "ok_writes": 30, "availability": 0.75,
+            "outage_from_s": 5.2, "recovered_at_s": 7.4, "unavailable_s": 2.2, "recovered": True,
+            "over_threshold": False, **extra}
+
+
+def results(**checkers):
+    base = {"stats": {"valid": True, "operations": 10, "by_outcome": {"ok": 10}, "malformed": {"count": 0}},
+            "rto": {"valid": True, "windows": [window()], "not_recovered": [], "max_unavailable_s": 2.2},
+            "perf": {"valid": True, "latency": [], "series": []}}
+    base.update(checkers)
+    return {"valid": False if any(c.get("valid") is False for c in base.values()) else True, "checkers": base}
+
+
+def figure(html: str, div_id: str) -> dict:
+    """The figure JSON a page embeds for one chart."""
+    block = re.search(rf'<script type="application/json" id="{div_id}-data">(.*?)</script>', html, re.S)
+    return json.loads(block.group(1))
+
+
+def make_run(tmp_path: Path, results_text: str | None, run_json: dict | None = None) -> Path:
+    run = tmp_path / "c1" / "runs" / "r1"
+    (run / "history").mkdir(parents=True)
+    (tmp_path / "c1" / "campaign.json").write_text(json.dumps({"runs": ["r1"]}))
+    if run_json is not None:
+        (run / "run.json").write_text(json.dumps(run_json))
+    if results_text is not None:
+        (run / "results.json").write_text(results_text)
+    return run
+
+
+def test_figure_json_cannot_break_out_of_its_script_block():
+    fig = go.Figure(go.Scatter(x=[1], y=[2], text=[EVIL], name=EVIL))
+    html = str(figure_div(fig, "c1"))
+    block = re.search(r'<script type="application/json" id="c1-data">(.*)</script>$', html, re.S).group(1)
+    assert "</script" not in block.lower() and "<!--" not in block
+    assert json.loads(block)["data"][0]["text"] == [EVIL]
+
+
+def test_figure_div_escapes_its_id_and_dict_figures_are_escaped_too():
+    html = str(figure_div({"data": [{"type": "scatter", "x": [1], "y": [1], "text": [EVIL]}], "layout": {}},
+                          'x"><script>'))
+    assert "<script>" not in html.replace('<script type="application/json"', "")
+    assert "\\u003c/script\\u003e" in html
+
+
+def test_hover_text_is_html_escaped_and_shortened():
+    assert hover_text("<b>x</b>") == "&lt;b&gt;x&lt;/b&gt;"
+    assert hover_text("y" * 500).endswith("…") and len(hover_text("y" * 500)) == 301
+
+
+def test_install_assets_copies_plotly_from_its_package_once(tmp_path):
+    assets = install_assets(tmp_path)
+    copied = assets / "plotly.min.js"
+    assert copied.stat().st_size == plotly_js().stat().st_size
+    assert {"report.css", "report.js"} <= {p.name for p in assets.iterdir()}
+    before = copied.stat().st_mtime_ns
+    assert install_assets(tmp_path) == assets and copied.stat().st_mtime_ns == before
+
+
+def test_render_page_refers_to_assets_relatively_so_a_copied_folder_still_opens(tmp_path):
+    campaign = tmp_path / "c"
+    assets = install_assets(campaign)
+    page = render_page("base.html.j2", campaign / "runs" / "r" / "report" / "index.html", assets)
+    html = page.read_text()
+    assert 'href="../../../assets/report.css"' in html and 'src="../../../assets/plotly.min.js"' in html
+    moved = tmp_path / "elsewhere"
+    campaign.rename(moved)
+    assert (moved / "runs" / "r" / "report" / "../../../assets/plotly.min.js").resolve().is_file()
+
+
+@pytest.mark.parametrize("text, problem", [
+    (None, "missing"), ("", "empty file (truncated?)"), ('{"valid": tru', "malformed JSON at line 1"),
+])
+def test_read_json_says_which_file_and_what_is_wrong(tmp_path, text, problem):
+    path = tmp_path / "results.json"
+    if text is not None:
+        path.write_text(text)
+    data, said = read_json(path)
+    assert data is None and said.startswith(str(path)) and problem in said
+
+
+def test_a_truncated_results_json_is_named_in_the_report_and_the_rest_renders(tmp_path):
+    run = make_run(tmp_path, '{"valid": false, "checkers": {"queue": {"valid"',
+                   {"run_id": "r1", "spec": {"profile": "dledger-3", "seed": 9}})
+    html = reports.render_run(run).read_text()
+    assert f"{run / 'results.json'}: malformed JSON" in html
+    assert "chaos run --profile dledger-3 --seed 9" in html
+    assert 'data-verdict="unknown"' in html
+    assert (run / "report" / "timeline.html").is_file()
+
+
+def test_a_run_without_run_json_or_history_table_still_gets_a_report(tmp_path):
+    run = make_run(tmp_path, json.dumps(results()))
+    html = reports.render_run(run).read_text()
+    assert f"{run / 'run.json'}: missing" in html
+    assert "history.parquet: missing (run `chaos check" in html
+    assert 'id="rto-chart"' in html
+
+
+def test_every_queue_anomaly_category_is_shown_with_full_lists_to_download(tmp_path):
+    rows = [{"category": "poll_skip", "id": i, "key": "1"} for i in range(30)]
+    queue = {"valid": False, "counts": {"lost": 0, "poll_skip": 30}, "lost": [], "poll_skip": rows,
+             "duplicated": [], "problems": []}
+    run = make_run(tmp_path, json.dumps(results(queue=queue)))
+    html = reports.render_run(run).read_text()
+    assert 'id="queue-poll_skip">poll skip: 30' in html
+    assert "30 poll skip" in html  # the verdict's reason
+    shown = re.search(r'id="queue-poll_skip".*?<code class="ids">(.*?)</code>', html, re.S).group(1)
+    assert shown == ", ".join(str(i) for i in range(20))
+    downloaded = json.loads((run / "report" / "downloads" / "queue-poll_skip.json").read_text())
+    assert [r["id"] for r in downloaded] == list(range(30))
+    assert (run / "report" / "downloads" / "queue-poll_skip.csv").read_text().count("\n") == 31
+
+
+def test_a_window_shorter_than_failure_detection_says_no_failover_was_exercised(tmp_path):
+    short = window(detection_s=10.0, exercises_failover=False)
+    assert failover_note(short).startswith("no failover exercised: the window lasted 5.00 s")
+    assert "shorter than the profile's failure detection of 10.00 s" in failover_note(short)
+    assert failover_note(window(detection_s=2.0, exercises_failover=True)).startswith("long enough")
+    assert "unknown" in failover_note(window())
+    run = make_run(tmp_path, json.dumps(results(rto={"valid": True, "windows": [short], "failovers": 0})))
+    html = reports.render_run(run).read_text()
+    assert "no failover exercised" in html and "failure detection should trigger" in html
+
+
+def test_a_window_that_never_recovered_is_marked_in_chart_and_table(tmp_path):
+    lost = window(recovered=False, unavailable_s=12.0)
+    run = make_run(tmp_path, json.dumps(results(rto={"valid": False, "windows": [lost], "not_recovered": [0]})))
+    html = reports.render_run(run).read_text()
+    assert "✗ not recovered" in html and "Not recovered: window(s) 0" in html
+    bar = figure(html, "rto-chart")["data"][0]
+    assert bar["text"] == ["not recovered"] and bar["marker"]["pattern"]["shape"] == ["/"]
+    assert "fault window(s) 0 never recovered" in html
+
+
+def test_replay_command_quotes_every_value_and_replays_the_spec():
+    facts = RunFacts(Path("r"), run={"spec": {"profile": "controller-3", "faults": ["random-loss:probability=0.3",
+                                                                                     "x; rm -rf /"],
+                                              "time": 20.0, "seed": 7, "ordered": True, "mix": {"read": 2.0},
+                                              "targets": [], "nodes": None}})
+    argv = shlex.split(replay_command(facts))
+    assert argv == ["chaos", "run", "--profile", "controller-3", "--fault", "random-loss:probability=0.3",
+                    "--fault", "x; rm -rf /", "--time", "20", "--seed", "7", "--ordered", "--mix", "read=2"]
+
+
+def test_render_path_renders_every_run_of_a_campaign(tmp_path):
+    run = make_run(tmp_path, json.dumps(results()))
+    second = run.parent / "r2"
+    (second / "history").mkdir(parents=True)
+    pages = reports.render_path(tmp_path / "c1")
+    assert run / "report" / "index.html" in pages and second / "report" / "index.html" in pages
+    assert (tmp_path / "c1" / "assets" / "plotly.min.js").is_file()
+    assert not (run / "report" / "assets").exists()
+
+
+def test_chaos_report_on_a_path_that_is_no_run_campaign_or_store_exits_3_with_one_line(tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+    for path in (tmp_path, tmp_path / "notes.txt", tmp_path / "missing"):
+        result = subprocess.run([CHAOS, "report", str(path)], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 3
+        assert len(result.stderr.strip().splitlines()) == 1 and str(path) in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_chaos_report_prints_each_page_and_the_serve_command(tmp_path):
+    make_run(tmp_path, json.dumps(results()))
+    result = subprocess.run([CHAOS, "report", str(tmp_path / "c1" / "runs" / "r1")], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == str(tmp_path / "c1" / "runs" / "r1" / "report" / "index.html")
+    assert lines[-1] == f"browse: chaos serve {tmp_path}"
