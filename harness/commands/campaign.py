@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from harness.commands.report import serve_hint
 from harness.cli import UserError
 from harness.store import StoreError, check_writable
 
@@ -65,6 +66,7 @@ def campaign(file: Path, resume: bool, only: str | None, dry_run: bool, store: P
     if outcome.status == "interrupted":
         click.echo(f"resume with: chaos campaign {file} --resume --store {store}")
     click.echo(f"index: {outcome.path / 'index.html'}")
+    click.echo(serve_hint(outcome.path))
     sys.exit(outcome.exit_code)
 
 
