@@ -75,7 +75,9 @@ def test_a_failed_gate_exits_1_and_heads_index_html(tmp_path):
     result = chaos("campaign", str(path), "--resume", "--store", str(tmp_path / "store"), "--quiet")
     assert result.exit_code == 1, result.output
     assert "gate FAIL  each expected-unsafe profile found invalid" in result.output
-    assert result.output.rstrip().endswith(f"index: {campaign / 'index.html'}")
+    index_line, serve_line = result.output.rstrip().splitlines()[-2:]
+    assert index_line == f"index: {campaign / 'index.html'}"
+    assert serve_line.startswith("browse: chaos serve ")
     html = (campaign / "index.html").read_text()
     main = html[html.index("<main>"):]
     assert main.index('data-gate="unsafe-found" data-passed="no"') < main.index('id="matrix"')

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import UserError, cli  # first: it registers every command module
+from harness.cli import UserError, cli
 from harness.commands.lin import lin
 from tests.conftest import require
 
@@ -26,7 +28,15 @@ def run(*args: str):
 
 
 def test_lin_is_a_chaos_command():
-    assert "lin" in cli.commands
+    assert cli.get_command(None, "lin") is lin
+
+
+def test_chaos_lin_does_not_load_the_deployment_stack():
+    """Commands load lazily: checking a history file needs no Fabric, Paramiko or deployer."""
+    code = ("import sys; from harness.cli import cli; cli.get_command(None, 'lin'); "
+            "print(sorted(m for m in ('fabric', 'paramiko', 'sut.deploy', 'pyspark') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_good_edn_histories_are_valid_and_exit_0():
