@@ -65,7 +65,7 @@ def make_workload(spec: RunSpec) -> Workload:
 def fault_schedule(spec: RunSpec, fault_specs: list[faults.FaultSpec] | None = None) -> list[faults.ScheduledEvent]:
     """The fault schedule of the run: a pure function of (seed, spec)."""
     specs = fault_specs or [faults.FaultSpec.parse(text) for text in spec.faults]
-    schedule = faults.ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.interval)
+    schedule = faults.ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.duration)
     return faults.plan(spec.seed, schedule, spec.time) if spec.has_faults else []
 
 

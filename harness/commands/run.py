@@ -69,10 +69,14 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
 @click.option("--concurrency", "-c", type=int,
               help=f"Logical client processes [default: {_default('concurrency')}].")
 @click.option("--interval", "-i", type=float,
-              help=f"Seconds of quiet before each fault, and of each fault [default: {_default('interval'):g}].")
+              help="Seconds of quiet before each fault (and of each fault, without --fault-duration) "
+                   "[default: the profile's failure detection plus a margin].")
+@click.option("--fault-duration", "duration", type=float,
+              help="Seconds each fault lasts [default: --interval if given, else the profile's failure "
+                   "detection plus a margin, so that every fault window exercises a failover].")
 @click.option("--recovery", type=float,
               help="Seconds the workload goes on after the faults are healed, before the final phase "
-                   f"[default: {_default('recovery'):g}].")
+                   "[default: the profile's failure detection plus a margin].")
 @click.option("--seed", type=int, help="Seed of the operation and fault schedules [default: random, recorded].")
 @click.option("--nodes", "-n", type=int, help="Size of the local cluster [default: the running one, else 5].")
 @click.option("--inventory", type=click.Path(path_type=Path), help="Inventory file (ssh, docker, netns).")
@@ -123,6 +127,9 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
         _show_plan(spec, plan_summary(spec))
         return
     console.print(f"chaos run: {spec.summary()}", soft_wrap=True, highlight=False)
+    warning = spec.failover_warning()
+    if warning:
+        console.print(f"[yellow]{warning}[/]", soft_wrap=True, highlight=False)
     with stop_signals(lambda: console.print("[yellow]stopping: please wait[/]")):  # SIGTERM, SIGHUP = Ctrl-C
         clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
         outcome = RunLifecycle(spec, console, show_progress=not quiet).execute()
@@ -137,6 +144,8 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
 
 def _show_plan(spec: RunSpec, summary: dict[str, Any]) -> None:
     click.echo(f"run: {spec.summary()}")
+    click.echo(spec.failover_warning() or f"fault windows: {spec.duration:g}s after {spec.interval:g}s quiet "
+               f"(failure detection {spec.detection_s:g}s), recovery {spec.recovery:g}s")
     ops = ", ".join(f"{f} {n}" for f, n in sorted(summary["by_f"].items()))
     click.echo(f"operations: {summary['operations']} ({ops}), digest {summary['operations_digest']}")
     click.echo(f"faults: {len(summary['faults'])} events, digest {summary['faults_digest']}")
