@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from workloads.audit import AUDIT, AuditsQueues
 from workloads.base import Completion, OpRunner, Workload, WorkloadOptions, spread, weighted_choice
 from workloads.clients import OnTopic
 from workloads.generator import PlannedOp
@@ -26,7 +27,7 @@ LOOKBACK_MEAN = 4.0
 READ_PAST_END = 3
 
 
-class LogWorkload(OnTopic, Workload):
+class LogWorkload(AuditsQueues, OnTopic, Workload):
     name = "log"
     description = "append to queues and read recent offsets back; checked with the log model"
     default_mix = {"append": 1.0, "read": 1.0}
@@ -62,7 +63,12 @@ class LogWorkload(OnTopic, Workload):
             found = [body for at, body in batch if at == offset]
             return Completion("ok", {"offset": offset, "value": _payload(found[0]) if found else None},
                               done.node)
+        if f == AUDIT:
+            return await self.audit_read(client, key, value["offset"])
         raise ValueError(f"log workload: unknown operation {f!r}")
+
+    def audit_item(self, queue: int, offset: int, body: bytes) -> dict[str, Any]:
+        return {"key": queue, "queue": queue, "offset": offset, "value": _payload(body)}
 
     def observe(self, worker: int, f: str, key: Any, value: Any, done: Completion) -> None:
         if f == "append" and done.type == "ok":
