@@ -62,14 +62,14 @@ class RunBuilder:
                                           "time": int(at * MS)}) + "\n")
 
 
-def item(msg_id: Any, queue: int | str = "q0", offset: int = 0) -> dict[str, Any]:
+def item(msg_id: Any, queue: int | str = "q0", offset: int | None = None) -> dict[str, Any]:
     return {"id": msg_id, "key": queue, "queue": queue, "offset": offset}
 
 
 def send(run: RunBuilder, process: int, msg_id: Any, start: float, end: float, type: str = "ok",
          key: Any = "q0") -> None:
     run.op(process, "send", start, end, type, key=key, value={"id": msg_id, "payload": "x"},
-           result={"id": msg_id, "queue": key, "offset": 0} if type == "ok" else None,
+           result={"id": msg_id, "queue": key, "offset": None} if type == "ok" else None,
            error=None if type == "ok" else "timeout" if type == "info" else "rejected")
 
 
