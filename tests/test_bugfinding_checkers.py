@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from checkers.pipeline import check_runs, find_runs
-from test_checkers_pipeline import RunBuilder, spark  # noqa: F401 - the session's Spark fixture
+from test_checkers_pipeline import MS, RunBuilder, spark  # noqa: F401 - the session's Spark fixture
 
 pytestmark = [pytest.mark.spark, pytest.mark.jvm]
 
@@ -136,7 +136,30 @@ def log_diverged(store: Path) -> None:
     run.audit(7)                               # and 8 is gone: lost
 
 
-SCENARIOS = [clean, lambda s: clean(s, "clean-exactly-once", "exactly-once"), lost_after_consume,
+def served(run: RunBuilder, process: int, msg_id: str, start: float, node: str) -> None:
+    """An ok send invoked at `start` ms, served by `node` 10 ms later."""
+    worker, value = f"w{process}", {"id": msg_id}
+    run.event(worker, process=process, type="invoke", f="send", key=0, value=value, time=int(start * MS))
+    run.event(worker, process=process, type="ok", f="send", key=0, value=value, time=int((start + 10) * MS),
+              node=node)
+
+
+def stalled_master(store: Path) -> None:
+    """controller-3 at fast timing (detection 1.5 s, window needed 3.5 s): a 4 s window in which
+    one client blocks on the stalled master for 2 s, then n2 takes over; and a 1 s window."""
+    run = RunBuilder(store, "stalled-master", {
+        "workload": "queue", "profile": "controller-3", "timing": "fast", "rate": 100,
+        "plan": {"operations": 100, "by_f": {"send": 50, "poll": 50}}})
+    for i, t in enumerate(range(0, 1000, 100)):
+        served(run, 1, f"a{i}", t, "n1")
+    run.op(2, "send", 1000, 3000, "info", key=0, value={"id": "stuck"}, error="timeout")
+    for i, t in enumerate(range(3000, 8000, 100)):
+        served(run, 3, f"b{i}", t, "n2")
+    run.fault("leader-partition", 1000, 5000)
+    run.fault("leader-partition", 6000, 7000, targets=("n2",))
+
+
+SCENARIOS = [stalled_master, clean, lambda s: clean(s, "clean-exactly-once", "exactly-once"), lost_after_consume,
              inconsistent, poll_skip, lambda s: nonmonotonic(s, "nonmonotonic", "at-least-once"),
              lambda s: nonmonotonic(s, "nonmonotonic-exactly-once", "exactly-once"), unaudited,
              log_stale_read, log_clean, log_diverged]
@@ -225,3 +248,25 @@ def test_a_log_offset_read_with_another_value_is_inconsistent_and_a_missing_appe
     assert anomalies(section) == {"inconsistent_offsets": 1, "lost": 1}
     assert section["inconsistent_offsets"][0]["ids"] == ["8", "9"]
     assert [m["id"] for m in section["lost"]] == ["8"]
+
+
+def test_availability_over_time_shows_an_outage_that_the_attempt_ratio_hides(checked):
+    window = checked["stalled-master"]["checkers"]["rto"]["windows"][0]
+    assert window["availability_attempts"] == pytest.approx(20 / 21)
+    assert window["availability"] == pytest.approx(20 / 40)       # 2 s of 4 s had a successful write
+    assert window["goodput"] == pytest.approx(20 / 4 / 50)        # 5 ok writes/s of 50 requested
+    assert window["unavailable_s"] == pytest.approx(2.01)
+
+
+def test_each_window_says_whether_it_outlasted_failure_detection(checked):
+    rto = checked["stalled-master"]["checkers"]["rto"]
+    long, short = rto["windows"]
+    assert long["detection_s"] == short["detection_s"] == pytest.approx(1.5)
+    assert (long["exercises_failover"], short["exercises_failover"]) == (True, False)
+    assert rto["short_windows"] == [1] and rto["windows_exercising_failover"] == 1
+
+
+def test_failovers_count_changes_of_the_node_serving_successful_writes(checked):
+    rto = checked["stalled-master"]["checkers"]["rto"]
+    assert rto["failovers"] == 1
+    assert [m["node"] for m in rto["masters"]] == ["n1", "n2"]
