@@ -8,5 +8,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 bash scripts/setup.sh
-exec "$root/.venv/bin/chaos" run --profile controller-3 --workload queue --fault random-kill \
-  --time 40 --interval 10 --recovery 10 --store "$root/store"
+# Fault windows and recovery default to the profile's failure detection plus a
+# margin, so the broker master kill lasts long enough for a real failover; the
+# output says how many failovers the run saw.
+exec "$root/.venv/bin/chaos" run --profile controller-3 --workload queue --fault leader-kill \
+  --target brokers --time 50 --store "$root/store"

@@ -1,6 +1,7 @@
 """`chaos run` (one chaos run end to end), `chaos import` / `chaos export` (Jepsen EDN)."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -137,9 +138,33 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
         console.print(f"[red]run {outcome.status}:[/] {outcome.error}", highlight=False, soft_wrap=True)
     code = exit_code(outcome.status, outcome.valid)
     verdict = VERDICTS.get(outcome.valid, str(outcome.valid)) if outcome.status == "complete" else outcome.status
+    findings = run_findings(outcome.run.path)
+    if findings:
+        click.echo(findings)
     click.echo(f"verdict: {verdict} (exit {code})")
     click.echo(f"store: {outcome.run.path}")
     sys.exit(code)
+
+
+def run_findings(run_dir: Path) -> str | None:
+    """One line from results.json: failovers seen, windows that exercised one, anomaly counts."""
+    try:
+        checkers = json.loads((run_dir / "results.json").read_text())["checkers"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    rto, counts = checkers.get("rto", {}), checkers.get("queue", {}).get("counts", {})
+    parts = []
+    if "failovers" in rto:
+        windows = rto.get("windows", [])
+        exercised = sum(1 for w in windows if w.get("exercises_failover"))
+        parts.append(f"failovers: {rto['failovers']} ({exercised}/{len(windows)} fault windows outlasted "
+                     f"failure detection)")
+    anomalies = [f"{name.replace('_', ' ')} {counts[name]}" for name in (
+        "lost", "lost_after_consume", "inconsistent_offsets", "poll_skip", "nonmonotonic_poll", "duplicated")
+        if name in counts]
+    if anomalies:
+        parts.append(", ".join(anomalies))
+    return "; ".join(parts) or None
 
 
 def _show_plan(spec: RunSpec, summary: dict[str, Any]) -> None:
