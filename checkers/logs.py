@@ -40,10 +40,10 @@ def appends_of(history: DataFrame) -> DataFrame:
 
 
 def reads_of(history: DataFrame) -> DataFrame:
-    """Ok reads: run, key, offset, id (the value read; null = nothing), invoke_time."""
+    """Ok reads: run, key, offset, id (the value read; null = nothing), invoke_time, node."""
     return history.filter((F.col("f") == "read") & (F.col("type") == "ok")).select(
         "run", "key", F.get_json_object("value", "$.offset").cast("long").alias("offset"),
-        F.get_json_object("value", "$.value").alias("id"), "invoke_time")
+        F.get_json_object("value", "$.value").alias("id"), "invoke_time", "node")
 
 
 def audit_items(history: DataFrame) -> DataFrame:
@@ -55,16 +55,16 @@ def audit_items(history: DataFrame) -> DataFrame:
 
 def stale_reads(appends: DataFrame, reads: DataFrame) -> DataFrame:
     """Reads of nothing below the acknowledged end: run, key, offset, id (the value
-    acknowledged at that offset, if known), read_at_s, acknowledged_end."""
+    acknowledged at that offset, if known), read_at_s, acknowledged_end, node (that served it)."""
     nothing = reads.filter(F.col("id").isNull()).alias("r")
     acked = appends.alias("a")
     before = ((F.col("r.run") == F.col("a.run")) & (F.col("r.key") == F.col("a.key"))
               & (F.col("a.offset") >= F.col("r.offset")) & (F.col("a.complete_time") < F.col("r.invoke_time")))
-    stale = (nothing.join(acked, before).groupBy("r.run", "r.key", "r.offset", "r.invoke_time")
+    stale = (nothing.join(acked, before).groupBy("r.run", "r.key", "r.offset", "r.invoke_time", "r.node")
              .agg((F.max("a.offset") + 1).alias("acknowledged_end"),
                   F.max(F.when(F.col("a.offset") == F.col("r.offset"), F.col("a.id"))).alias("id")))
     return stale.select("run", "key", "offset", "id", (F.col("invoke_time") / 1e9).alias("read_at_s"),
-                        "acknowledged_end")
+                        "acknowledged_end", "node")
 
 
 def _rows(df: DataFrame, category: str, detail: list[str]) -> DataFrame:
@@ -92,7 +92,7 @@ def check(ctx: CheckContext, runs: list[int]) -> tuple[DataFrame, dict[int, dict
              .unionByName(_rows(offsets.inconsistent_offsets(observations).select(
                  "run", "key", "offset", F.explode("ids").alias("id"), "ids", "sources"),
                  "inconsistent_offsets", ["ids", "sources"]))
-             .unionByName(_rows(stale_reads(appends, reads), "poll_skip", ["read_at_s", "acknowledged_end"])))
+             .unionByName(_rows(stale_reads(appends, reads), "poll_skip", ["read_at_s", "acknowledged_end", "node"])))
     ctx.staging.write(table, "log_anomalies")
     found = ctx.staging.read("log_anomalies")
     counts = {run: {"appends_acknowledged": 0, **dict.fromkeys(LOG_CATEGORIES, 0)} for run in runs}

@@ -42,7 +42,10 @@ class AuditsQueues:
         done = await client.pull(queue, offset, AUDIT_BATCH)
         if done.type != "ok":
             return Completion(done.type, {"offset": offset}, done.node, done.error)
-        batch, next_offset = done.value
+        batch, next_offset, from_master = done.value
+        if not from_master:
+            # The audit reads the final log on the master; a replica may lag.
+            return Completion("fail", {"offset": offset}, done.node, "answered by a replica, not the master")
         items = [self.audit_item(queue, at, body) for at, body in batch]
         return Completion("ok", items, done.node, learned=next_offset)
 

@@ -116,7 +116,11 @@ class QueueWorkload(AuditsQueues, OnTopic, Workload):
         done = await client.pull(queue, offset, PULL_BATCH)
         if done.type != "ok":
             return Completion(done.type, {"offset": offset}, done.node, done.error)
-        batch, next_offset = done.value
+        batch, next_offset, from_master = done.value
+        if not from_master:
+            # A lagging replica does not move a consumer back (RocketMQ's slaves
+            # answer PULL_RETRY_IMMEDIATELY rather than correct the offset).
+            next_offset = max(next_offset, offset)
         messages = [self.audit_item(queue, at, body) for at, body in batch]
         if next_offset > offset:
             # Best effort and bounded: a slow commit must not turn a poll whose
