@@ -147,8 +147,10 @@ class RunSpec(BaseModel):
     workload: str = "queue"
     faults: tuple[str, ...] = ("random-kill",)
     time: float = Field(60.0, gt=0, description="seconds of workload + faults (main phase)")
-    rate: float = Field(20.0, gt=0, description="operations per second, all clients together")
-    concurrency: int = Field(6, ge=1, le=512, description="logical client processes")
+    # High enough that a failover window holds hundreds of operations, with headroom
+    # under what one control node sustains (docs/benchmarks.md, "Workloads").
+    rate: float = Field(100.0, gt=0, description="operations per second, all clients together")
+    concurrency: int = Field(10, ge=1, le=512, description="logical client processes")
     # None: derived from the profile's failure detection (_failover_defaults)
     interval: float = Field(None, gt=0, description="seconds of quiet before each fault")
     duration: float = Field(None, gt=0, description="seconds each fault lasts")
