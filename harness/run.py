@@ -295,6 +295,8 @@ class RunLifecycle:
         self.workload = make_workload(spec)
         self.ops = operation_plan(spec, self.workload)
         self.record.summary = plan_summary(spec, self.ops)
+        if spec.failover_warning():
+            self.record.notes.append(spec.failover_warning())
 
     def execute(self) -> RunOutcome:
         write_json(self.store.campaign_dir(self.campaign_id) / "campaign.json",
