@@ -31,6 +31,7 @@ finds these in one pass. Gaps are loss, reported by the queue checker, not here.
 """
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -324,51 +325,57 @@ def _example(row: Any) -> dict[str, Any]:
 
 
 def check(ctx: CheckContext) -> list[dict[str, Any]]:
-    """Queue and order sections of every run (non-queue runs: not applicable).
-
-    Send attempts and consumed items are staged once (the poll values are
-    parsed once); the per-id join is kept in memory for the three passes over it.
-    """
+    """Queue and order sections of every run: queue runs here, log runs by checkers/logs.py
+    (the same anomaly names), other runs not applicable. All anomaly rows become
+    checked/queue.parquet."""
     queue_runs = ctx.runs_where(lambda r: r.workload == "queue")
     log_runs = ctx.runs_where(lambda r: r.workload == "log")
     queue = {r.index: _not_applicable(r) for r in ctx.runs}
     order = {r.index: _not_applicable(r) for r in ctx.runs}
     tables: list[DataFrame] = []
     if queue_runs:
-        history = ctx.history_of(queue_runs)
-        ctx.staging.write(send_rows(history), "queue_sends")
-        ctx.staging.write(consumption_rows(history), "queue_items")
-        sends, items = ctx.staging.read("queue_sends"), ctx.staging.read("queue_items")
-        audited = offsets.audited_runs(history, "send")
-        joined = classify(message_table(sends, items), audited).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            keys = sends.select("run", "id", "key").unionByName(items.select("run", "id", "key"))
-            observations = send_observations(history).unionByName(item_observations(items))
-            polled = items.filter(~F.col("audit") & F.col("id").isNotNull())
-            totals = _totals(joined, queue_runs)
-            expected = sum(t[c] for t in totals.values() for c in (
-                "lost", "lost_after_consume", "duplicated", "unexpected", "recovered_info", "recovered_fail"))
-            ctx.staging.write(_anomalies(joined, keys, expected)
-                              .unionByName(offset_anomalies(observations, polled)), "queue_ids")
-            found = ctx.staging.read("queue_ids")
-            for run, counts in offset_totals(found, queue_runs).items():
-                totals[run].update(counts)
-            queue.update(sections(ctx, found, totals, queue_runs, audited))
-            tables.append(found)
-            order.update(_order_sections(ctx, joined, polled, queue_runs))
-        finally:
-            joined.unpersist()
+        found, queue_sections, order_sections = _check_queue_runs(ctx, queue_runs)
+        queue.update(queue_sections)
+        order.update(order_sections)
+        tables.append(found)
     if log_runs:
         from . import logs
         found, log_sections = logs.check(ctx, log_runs)
         queue.update(log_sections)
         tables.append(found)
     if tables:
-        union = tables[0]
-        for table in tables[1:]:
-            union = union.unionByName(table)
-        ctx.staging.write(union, "queue")
+        ctx.staging.write(functools.reduce(DataFrame.unionByName, tables), "queue")
     return [{"queue": queue[r.index], "order": order[r.index]} for r in ctx.runs]
+
+
+def _check_queue_runs(ctx: CheckContext, runs: list[int]) -> tuple[DataFrame, dict[int, dict], dict[int, dict]]:
+    """Anomaly rows, queue sections and order sections of the queue runs.
+
+    Send attempts and consumed items are staged once (the poll values are
+    parsed once); the per-id join is kept in memory for the passes over it.
+    """
+    history = ctx.history_of(runs)
+    ctx.staging.write(send_rows(history), "queue_sends")
+    ctx.staging.write(consumption_rows(history), "queue_items")
+    sends, items = ctx.staging.read("queue_sends"), ctx.staging.read("queue_items")
+    audited = offsets.audited_runs(history, "send")
+    joined = classify(message_table(sends, items), audited).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        keys = sends.select("run", "id", "key").unionByName(items.select("run", "id", "key"))
+        observations = send_observations(history).unionByName(item_observations(items))
+        polled = items.filter(~F.col("audit") & F.col("id").isNotNull())
+        totals = _totals(joined, runs)
+        expected = sum(t[c] for t in totals.values() for c in (
+            "lost", "lost_after_consume", "duplicated", "unexpected", "recovered_info", "recovered_fail"))
+        ctx.staging.write(_anomalies(joined, keys, expected)
+                          .unionByName(offset_anomalies(observations, polled)), "queue_ids")
+        found = ctx.staging.read("queue_ids")
+        for run, counts in offset_totals(found, runs).items():
+            totals[run].update(counts)
+        return (found, sections(ctx, found, totals, runs, audited),
+                _order_sections(ctx, joined, polled, runs))
+    finally:
+        joined.unpersist()
 
 
 def sections(ctx: CheckContext, found: DataFrame, totals: dict[int, dict[str, int]],
