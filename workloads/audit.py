@@ -16,7 +16,7 @@ anomalies). Queue and log workloads share this module.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Callable
 
 from workloads.base import Completion, OpRunner, spread
 
@@ -39,20 +39,31 @@ class AuditsQueues:
         raise NotImplementedError
 
     async def audit_read(self, client: Any, queue: int, offset: int) -> Completion:
-        done = await client.pull(queue, offset, AUDIT_BATCH)
+        done = await pull_items(client, queue, offset, AUDIT_BATCH, self.audit_item)
         if done.type != "ok":
-            return Completion(done.type, {"offset": offset}, done.node, done.error)
-        batch, next_offset, from_master = done.value
+            return done
+        next_offset, from_master = done.learned
         if not from_master:
             # The audit reads the final log on the master; a replica may lag.
             return Completion("fail", {"offset": offset}, done.node, "answered by a replica, not the master")
-        items = [self.audit_item(queue, at, body) for at, body in batch]
-        return Completion("ok", items, done.node, learned=next_offset)
+        return Completion("ok", done.value, done.node, learned=next_offset)
 
     async def audit(self, run: OpRunner) -> None:
         """Read every queue to its end, queues spread over the workers."""
         await spread(self.options.concurrency, range(self.options.queues),
                      lambda worker, queue: audit_queue(run, worker, queue))
+
+
+async def pull_items(client: Any, queue: int, offset: int, count: int,
+                     item: Callable[[int, int, bytes], dict[str, Any]]) -> Completion:
+    """One pull as a Completion: ok value the items (`item(queue, offset, body)`), `learned`
+    (next offset, answered by the master?); otherwise the value is `{"offset": offset}`."""
+    done = await client.pull(queue, offset, count)
+    if done.type != "ok":
+        return Completion(done.type, {"offset": offset}, done.node, done.error)
+    batch, next_offset, from_master = done.value
+    return Completion("ok", [item(queue, at, body) for at, body in batch], done.node,
+                      learned=(next_offset, from_master))
 
 
 async def audit_queue(run: OpRunner, worker: int, queue: int) -> bool:

@@ -28,7 +28,7 @@ import random
 import string
 from typing import Any
 
-from workloads.audit import AUDIT, AuditsQueues
+from workloads.audit import AUDIT, AuditsQueues, pull_items
 from workloads.base import Completion, OpRunner, Workload, WorkloadOptions, run_together
 from workloads.clients import OnTopic
 
@@ -113,21 +113,20 @@ class QueueWorkload(AuditsQueues, OnTopic, Workload):
         raise ValueError(f"queue workload: unknown operation {f!r}")
 
     async def _poll(self, client: Any, queue: int, offset: int) -> Completion:
-        done = await client.pull(queue, offset, PULL_BATCH)
+        done = await pull_items(client, queue, offset, PULL_BATCH, self.audit_item)
         if done.type != "ok":
-            return Completion(done.type, {"offset": offset}, done.node, done.error)
-        batch, next_offset, from_master = done.value
+            return done
+        next_offset, from_master = done.learned
         if not from_master:
             # A lagging replica does not move a consumer back (RocketMQ's slaves
             # answer PULL_RETRY_IMMEDIATELY rather than correct the offset).
             next_offset = max(next_offset, offset)
-        messages = [self.audit_item(queue, at, body) for at, body in batch]
         if next_offset > offset:
             # Best effort and bounded: a slow commit must not turn a poll whose
             # messages we hold into an `info` (they would go unrecorded).
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.commit(queue, next_offset), COMMIT_TIMEOUT_S)
-        return Completion("ok", messages, done.node, learned=next_offset)
+        return Completion("ok", done.value, done.node, learned=next_offset)
 
     def audit_item(self, queue: int, offset: int, body: bytes) -> dict[str, Any]:
         return dict(decode_message(body), key=queue, queue=queue, offset=offset)
