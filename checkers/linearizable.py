@@ -19,8 +19,10 @@ import itertools
 import json
 from typing import Any, Callable, Iterable, Iterator
 
+from pyspark.sql import functions as F
+
 from .context import CheckContext, RunFacts
-from .ops import LINEARIZABILITY_MODELS, linearizability_model
+from .ops import AUDIT_FUNCTION, LINEARIZABILITY_MODELS, linearizability_model
 from .verdict import UNKNOWN, merge_valid
 
 Analyze = Callable[..., dict[str, Any]]
@@ -170,7 +172,7 @@ def check(ctx: CheckContext, analyze: Analyze | None = None) -> list[dict[str, A
                                "problems": [problem]} for run, model in models.items()})
     elif models:
         limits = {r.index: r.spec.linearizable_time_limit_s for r in ctx.runs}
-        ops = (ctx.history_of(list(models)).select(*_COLUMNS)
+        ops = (ctx.history_of(list(models)).filter(F.col("f") != AUDIT_FUNCTION).select(*_COLUMNS)
                .repartition("run", "key").sortWithinPartitions("run", "key", "index"))
         body = functools.partial(check_partition, models=models, limits=limits, analyze=analyze)
         per_run: dict[int, list] = {run: [] for run in models}

@@ -17,6 +17,11 @@ EVENT_TYPES = (INVOKE, *OUTCOMES)
 # complete after a fault; reads do not count, as in OpenChaos' recovery check.
 WRITE_FUNCTIONS = ("send", "append", "write", "cas", "put", "enqueue")
 
+# The durability audit's reads (workloads.audit): the final log as a fresh
+# consumer finds it after healing. Not part of the workload's model: the queue
+# and log anomaly checks read them, linearizability leaves them out.
+AUDIT_FUNCTION = "audit"
+
 # Workload -> linearizability model of checkers.knossos. None means that the
 # workload has no linearizability check (the queue workload is checked by the
 # queue checker: loss, duplication, order).

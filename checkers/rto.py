@@ -14,8 +14,17 @@ Definitions (docs/history-format.md repeats them for report readers):
   the window is the difference; without a failed write it is 0.
 - A window whose outage has no successful write after it before the end of
   the run is "not recovered": it fails the checker.
-- Availability = successful writes / completed-or-closed writes, per window
-  (writes invoked in it), inside any window and outside all windows.
+- Availability of a window is measured over time, so that clients blocked on
+  a stalled master cannot hide an outage by making few attempts: the share of
+  the window's 100 ms buckets in which at least one write succeeded.
+  `availability_attempts` keeps the attempt ratio (successful writes / writes
+  invoked in the window) as a second figure, and `goodput` compares the
+  window's successful writes per second with the requested write rate.
+- `detection_s` is the profile's failure detection time (sut.profiles), and
+  `exercises_failover` says whether the window lasted detection + margin.
+- `failovers` counts changes of the node that served successful writes (per
+  second, the node that served most of them): with one broker group only
+  the master accepts writes, so each change is a master (leader) change.
 - run.json may set `rto_threshold_s` (every window's RTO must stay at or
   under it) and `min_availability` (for writes inside fault windows).
 
@@ -24,6 +33,7 @@ with a broadcast table of windows.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -34,6 +44,8 @@ from .ops import PRECONDITION_FAILED_ERRORS, WRITE_FUNCTIONS
 from .verdict import UNKNOWN
 from .windows import LONG_MAX, FaultWindow
 
+BUCKET_NS = 100_000_000      # availability over time: 100 ms buckets
+FAILOVER_BUCKET_NS = 1_000_000_000
 
 
 def writes_of(history: DataFrame) -> DataFrame:
@@ -41,7 +53,7 @@ def writes_of(history: DataFrame) -> DataFrame:
     answered = (F.col("type") == "ok") | (
         (F.col("type") == "fail") & F.col("error").isin(*PRECONDITION_FAILED_ERRORS))
     return history.filter(F.col("f").isin(*WRITE_FUNCTIONS)).select(
-        "run", "invoke_time", "complete_time",
+        "run", "invoke_time", "complete_time", "node",
         F.coalesce("complete_time", F.lit(LONG_MAX)).alias("end"),
         F.coalesce(answered, F.lit(False)).alias("ok"),
         (F.size("faults") > 0).alias("in_fault"))
@@ -64,7 +76,31 @@ def window_stats(writes: DataFrame, windows: DataFrame) -> dict[tuple[int, int],
         F.min(F.when(~F.col("ok") & (F.col("end") >= F.col("start")),
                      F.greatest("invoke_time", "start"))).alias("outage_from"))
             .collect())
-    return {(r["w_run"], r["window"]): r.asDict() for r in rows}
+    stats = {(r["w_run"], r["window"]): r.asDict() for r in rows}
+    inside = ((F.col("run") == F.col("w_run")) & F.col("ok") & (F.col("complete_time") >= F.col("start"))
+              & (F.col("complete_time") < F.col("stop")))
+    for r in (writes.join(F.broadcast(windows), inside).groupBy("w_run", "window").agg(
+            F.count_distinct(F.floor((F.col("complete_time") - F.col("start")) / BUCKET_NS))
+            .alias("ok_buckets"), F.count(F.lit(1)).alias("ok_completions")).collect()):
+        stats.setdefault((r["w_run"], r["window"]), {"writes": 0, "ok_writes": 0, "outage_from": None}).update(
+            ok_buckets=r["ok_buckets"], ok_completions=r["ok_completions"])
+    return stats
+
+
+def failovers(writes: DataFrame) -> dict[int, dict[str, Any]]:
+    """Per run: how often the node serving successful writes changed, and the sequence."""
+    per_second = (writes.filter(F.col("ok") & F.col("node").isNotNull())
+                  .groupBy("run", F.floor(F.col("complete_time") / FAILOVER_BUCKET_NS).alias("second"), "node")
+                  .count())
+    top = per_second.groupBy("run", "second").agg(F.max_by("node", F.struct("count", "node")).alias("node"))
+    result: dict[int, dict[str, Any]] = {}
+    for row in top.orderBy("run", "second").collect():
+        entry = result.setdefault(row["run"], {"failovers": 0, "masters": []})
+        if not entry["masters"] or entry["masters"][-1]["node"] != row["node"]:
+            if entry["masters"]:
+                entry["failovers"] += 1
+            entry["masters"].append({"node": row["node"], "from_s": float(row["second"])})
+    return result
 
 
 def recoveries(spark: SparkSession, writes: DataFrame,
@@ -94,12 +130,19 @@ def _share(ok: int, total: int) -> float | None:
 
 
 def window_report(window: FaultWindow, stats: dict[str, Any] | None, recovered: int | None,
-                  run_end: int, threshold_s: float | None) -> dict[str, Any]:
+                  run_end: int, threshold_s: float | None, failover: FailoverFacts | None = None
+                  ) -> dict[str, Any]:
     """One window's RTO entry (pure)."""
     stats = stats or {"writes": 0, "ok_writes": 0, "outage_from": None}
     outage_from = stats["outage_from"]
+    length = max(0, (run_end if window.stop is None else window.stop) - window.start)
+    buckets = max(1, -(-length // BUCKET_NS))
+    ok_completions = stats.get("ok_completions", 0)
     entry = {**window.as_json(), "writes": stats["writes"], "ok_writes": stats["ok_writes"],
-             "availability": _share(stats["ok_writes"], stats["writes"]),
+             "availability": min(1.0, stats.get("ok_buckets", 0) / buckets),
+             "availability_attempts": _share(stats["ok_writes"], stats["writes"]),
+             "goodput": _goodput(ok_completions, length, failover),
+             **_failover_fields(length, failover),
              "outage_from_s": None if outage_from is None else outage_from / 1e9,
              "recovered_at_s": None, "unavailable_s": 0.0, "recovered": True,
              "over_threshold": False}
@@ -114,8 +157,41 @@ def window_report(window: FaultWindow, stats: dict[str, Any] | None, recovered: 
     return entry
 
 
+@dataclass(frozen=True)
+class FailoverFacts:
+    """What the run says about failover: detection time, needed window, requested write rate."""
+
+    detection_s: float | None
+    needed_s: float | None
+    write_rate: float | None
+
+
+def _failover_fields(length_ns: int, facts: FailoverFacts | None) -> dict[str, Any]:
+    if facts is None or facts.needed_s is None:
+        return {"detection_s": None, "exercises_failover": None}
+    return {"detection_s": facts.detection_s, "exercises_failover": length_ns / 1e9 >= facts.needed_s}
+
+
+def _goodput(ok: int, length_ns: int, facts: FailoverFacts | None) -> float | None:
+    """Successful writes per second in the window over the requested write rate."""
+    if facts is None or not facts.write_rate or length_ns <= 0:
+        return None
+    return round(ok / (length_ns / 1e9) / facts.write_rate, 4)
+
+
+def failover_facts(spec: Any) -> FailoverFacts:
+    """Detection time and needed window of the run's profile and timing (sut.profiles)."""
+    from sut import profiles
+    try:
+        detection = profiles.failure_detection_s(spec.profile, spec.timing) if spec.profile else None
+        needed = profiles.failover_window_s(spec.profile, spec.timing) if spec.profile else None
+    except profiles.ProfileError:
+        detection = needed = None
+    return FailoverFacts(detection, needed, spec.write_rate)
+
+
 def rto_section(run: RunFacts, windows: list[dict[str, Any]],
-                avail: dict[str, dict[str, int]]) -> dict[str, Any]:
+                avail: dict[str, dict[str, int]], changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The rto verdict of one run from its window entries and availability counts (pure)."""
     spec = run.spec
     sides = {side: {**avail.get(side, {"writes": 0, "ok": 0})} for side in ("in_faults", "outside_faults")}
@@ -140,6 +216,10 @@ def rto_section(run: RunFacts, windows: list[dict[str, Any]],
         "not_recovered": [w["id"] for w in windows if not w["recovered"]],
         "max_unavailable_s": max((w["unavailable_s"] for w in windows), default=0.0),
         "availability": sides,
+        "failovers": (changes or {}).get("failovers", 0),
+        "masters": (changes or {}).get("masters", []),
+        "windows_exercising_failover": sum(1 for w in windows if w.get("exercises_failover")),
+        "short_windows": [w["id"] for w in windows if w.get("exercises_failover") is False],
     }
 
 
@@ -152,9 +232,12 @@ def check(ctx: CheckContext) -> list[dict[str, Any]]:
                if s["outage_from"] is not None]
     recovered = recoveries(ctx.spark, writes, outages)
     avail = availability(writes)
+    changes = failovers(writes)
     sections = []
     for run in ctx.runs:
+        facts = failover_facts(run.spec)
         entries = [window_report(w, stats.get((run.index, w.id)), recovered.get((run.index, w.id)),
-                                 run.end, run.spec.rto_threshold_s) for w in run.windows]
-        sections.append({"rto": rto_section(run, entries, avail.get(run.index, {}))})
+                                 run.end, run.spec.rto_threshold_s, facts) for w in run.windows]
+        sections.append({"rto": rto_section(run, entries, avail.get(run.index, {}),
+                                            changes.get(run.index))})
     return sections

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from .ops import WRITE_FUNCTIONS
+
 _NESTED = ("spec", "workload", "thresholds", "checker")
 
 
@@ -32,6 +34,8 @@ class RunSpec:
     rto_threshold_s: float | None = None
     min_availability: float | None = None
     linearizable_time_limit_s: float = 30.0
+    timing: str = "default"           # the SUT's timing scale (sut.profiles.TIMINGS)
+    write_rate: float | None = None   # writes per second the run asked for (rate x share of writes)
 
     @property
     def tolerates_duplicates(self) -> bool:
@@ -82,7 +86,7 @@ def parse_spec(doc: dict[str, Any], source: str = "run.json") -> RunSpec:
     if delivery not in ("at-least-once", "exactly-once"):
         raise RunSpecError(
             f"{source}: `delivery` must be 'at-least-once' or 'exactly-once', got {delivery!r}")
-    seed, profile = lookup(doc, "seed"), lookup(doc, "profile")
+    seed, profile, timing = lookup(doc, "seed"), lookup(doc, "profile"), lookup(doc, "timing")
     time_limit = _number(doc, "linearizable_time_limit_s", source)
     return RunSpec(
         workload=_workload_name(doc),
@@ -93,7 +97,21 @@ def parse_spec(doc: dict[str, Any], source: str = "run.json") -> RunSpec:
         rto_threshold_s=_number(doc, "rto_threshold_s", source),
         min_availability=_number(doc, "min_availability", source),
         linearizable_time_limit_s=time_limit if time_limit is not None else 30.0,
+        timing=timing if isinstance(timing, str) else "default",
+        write_rate=_write_rate(doc),
     )
+
+
+def _write_rate(doc: dict[str, Any]) -> float | None:
+    """The requested rate times the share of writes in the planned operations (run.json `plan`)."""
+    rate, plan = lookup(doc, "rate"), doc.get("plan")
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not isinstance(plan, dict):
+        return None
+    by_f, total = plan.get("by_f"), plan.get("operations")
+    if not isinstance(by_f, dict) or not isinstance(total, int) or total <= 0:
+        return None
+    writes = sum(n for f, n in by_f.items() if f in WRITE_FUNCTIONS and isinstance(n, int))
+    return float(rate) * writes / total
 
 
 def load_spec(run_dir: Path) -> RunSpec:

@@ -44,7 +44,9 @@ MALFORMED = T.StructType([
     T.StructField("text", T.StringType()),
 ])
 
-# checked/queue.parquet: one row per message id and anomaly category.
+# checked/queue.parquet: one row per message id and anomaly category. Offset
+# anomalies (inconsistent_offsets, poll_skip, nonmonotonic_poll) also say at
+# which offset of the queue (`key`) and, in `detail`, what was there (JSON).
 QUEUE_ANOMALIES = T.StructType([
     T.StructField("category", T.StringType()),
     T.StructField("id", T.StringType()),
@@ -54,4 +56,6 @@ QUEUE_ANOMALIES = T.StructType([
     T.StructField("first_send_s", T.DoubleType()),
     T.StructField("consumed", T.LongType()),
     T.StructField("same_offset", T.BooleanType()),
+    T.StructField("offset", T.LongType()),
+    T.StructField("detail", T.StringType()),
 ])

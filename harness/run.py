@@ -65,7 +65,7 @@ def make_workload(spec: RunSpec) -> Workload:
 def fault_schedule(spec: RunSpec, fault_specs: list[faults.FaultSpec] | None = None) -> list[faults.ScheduledEvent]:
     """The fault schedule of the run: a pure function of (seed, spec)."""
     specs = fault_specs or [faults.FaultSpec.parse(text) for text in spec.faults]
-    schedule = faults.ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.fault_duration or spec.interval,
+    schedule = faults.ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.duration,
                                    overlap=[faults.FaultSpec.parse(text) for text in spec.overlap])
     return faults.plan(spec.seed, schedule, spec.time) if spec.has_faults else []
 
@@ -298,6 +298,8 @@ class RunLifecycle:
         self.workload = make_workload(spec)
         self.ops = operation_plan(spec, self.workload)
         self.record.summary = plan_summary(spec, self.ops)
+        if spec.failover_warning():
+            self.record.notes.append(spec.failover_warning())
 
     def execute(self) -> RunOutcome:
         campaign_json = self.store.campaign_dir(self.campaign_id) / "campaign.json"

@@ -26,7 +26,7 @@ OPTION_NAMES = {
     "recovery": "--recovery", "seed": "--seed", "nodes": "--nodes", "inventory": "--inventory",
     "store": "--store", "queues": "--queues", "keys": "--keys", "ordered": "--ordered",
     "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
-    "op_timeout": "--op-timeout", "timing": "--timing",
+    "op_timeout": "--op-timeout", "timing": "--timing", "duration": "--fault-duration",
     "rto_threshold_s": "--rto-threshold", "min_availability": "--min-availability",
 }
 NO_FAULT = "noop"
@@ -147,10 +147,14 @@ class RunSpec(BaseModel):
     workload: str = "queue"
     faults: tuple[str, ...] = ("random-kill",)
     time: float = Field(60.0, gt=0, description="seconds of workload + faults (main phase)")
-    rate: float = Field(20.0, gt=0, description="operations per second, all clients together")
-    concurrency: int = Field(6, ge=1, le=512, description="logical client processes")
-    interval: float = Field(15.0, gt=0, description="seconds of quiet before each fault, and of each fault")
-    recovery: float = Field(15.0, ge=0, description="seconds the workload goes on after the faults are healed")
+    # High enough that a failover window holds hundreds of operations, with headroom
+    # under what one control node sustains (docs/benchmarks.md, "Workloads").
+    rate: float = Field(100.0, gt=0, description="operations per second, all clients together")
+    concurrency: int = Field(10, ge=1, le=512, description="logical client processes")
+    # None: derived from the profile's failure detection (_failover_defaults)
+    interval: float = Field(None, gt=0, description="seconds of quiet before each fault")
+    duration: float = Field(None, gt=0, description="seconds each fault lasts")
+    recovery: float = Field(None, ge=0, description="seconds the workload goes on after the faults are healed")
     seed: int = Field(default_factory=lambda: random.randrange(2**31))
     nodes: int | None = Field(None, ge=1, le=32)
     inventory: Path | None = None
@@ -164,7 +168,6 @@ class RunSpec(BaseModel):
     op_timeout: float = Field(6.0, gt=0, description="seconds before a call counts as indeterminate")
     # fault options
     targets: tuple[str, ...] = Field((), description="roles faults may hit (empty: every role)")
-    fault_duration: float | None = Field(None, gt=0, description="seconds each fault lasts (None: --interval)")
     overlap: tuple[str, ...] = Field((), description="faults started inside every window of the main ones")
     route_refresh: float | None = Field(None, gt=0, description="client routing: None re-reads routes after a "
                                         "failure; seconds = RocketMQ's periodic refresh at that interval")
@@ -177,6 +180,27 @@ class RunSpec(BaseModel):
                                           description="seconds every fault window's RTO must stay under")
     min_availability: float | None = Field(None, ge=0, le=1, allow_inf_nan=False,
                                            description="share of writes in fault windows that must succeed")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _failover_defaults(cls, data: Any) -> Any:
+        """Fault windows long enough for a failover unless the user chose them: quiet time,
+        fault duration and recovery default to the profile's detection time plus a margin.
+        A given --interval without --fault-duration keeps its old meaning (both)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        try:
+            window = profiles.failover_window_s(data.get("profile") or cls.model_fields["profile"].default,
+                                                data.get("timing") or cls.model_fields["timing"].default)
+        except profiles.ProfileError:
+            window = 1.0  # the field validators say what is wrong
+        if data.get("duration") is None:
+            data["duration"] = data.get("interval") or window
+        for name in ("interval", "recovery"):
+            if data.get(name) is None:
+                data[name] = window
+        return data
 
     @field_validator("profile")
     @classmethod
@@ -240,12 +264,12 @@ class RunSpec(BaseModel):
         low, high = local_node_limits()
         if self.nodes is not None and not low <= self.nodes <= high:
             raise ValueError(f"--nodes {self.nodes}: a local cluster has {low} to {high} nodes")
-        window = self.interval + (self.fault_duration or self.interval)
-        if self.has_faults and self.time < window:
+        if self.has_faults and self.time < self.interval + self.duration:
             raise ValueError(
                 f"--time {self.time:g}s is shorter than one fault interval: each fault comes after "
-                f"--interval {self.interval:g}s of quiet and lasts {window - self.interval:g}s ({window:g}s in all), "
-                f"so no fault would run; raise --time or lower --interval")
+                f"--interval {self.interval:g}s of quiet and lasts --fault-duration {self.duration:g}s "
+                f"({self.interval + self.duration:g}s in all), so no fault would run; raise --time or "
+                f"lower --interval / --fault-duration")
         workload = workloads.WORKLOADS[self.workload]
         problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
         if problem:
@@ -261,6 +285,20 @@ class RunSpec(BaseModel):
     @property
     def has_faults(self) -> bool:
         return any(text.split(":")[0] != NO_FAULT for text in self.faults)
+
+    @property
+    def detection_s(self) -> float:
+        """How long the profile takes to notice a failed master (sut.profiles)."""
+        return profiles.failure_detection_s(self.profile, self.timing)
+
+    def failover_warning(self) -> str | None:
+        """Why this run's fault windows cannot exercise a failover, or None."""
+        needed = profiles.failover_window_s(self.profile, self.timing)
+        if not self.has_faults or self.duration >= needed:
+            return None
+        return (f"warning: faults last {self.duration:g}s but {self.profile} needs {self.detection_s:g}s "
+                f"to detect a failed master ({needed:g}s with margin, timing {self.timing}): no failover "
+                f"will be exercised; drop --interval/--fault-duration or raise them to {needed:g}")
 
     @property
     def fault_label(self) -> str:

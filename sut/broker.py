@@ -287,10 +287,14 @@ class Broker(Service):
     def _pull_reply(self, cmd: Command, topic: str, got) -> Command:
         if got.status == "NO_MATCHED_QUEUE" and self.topics.queues(topic) is None:
             return cmd.reply(RC.TOPIC_NOT_EXIST, {"error": f"topic {topic} does not exist"})
+        # `master` plays the part of RocketMQ's suggestWhichBrokerId: a replica that
+        # is not the master may lag, so "nothing here" from it says nothing about
+        # the log (consumers pull again, from the master).
         return cmd.reply(_PULL_STATUS[got.status],
                          {"next_offset": got.next_offset, "min_offset": got.min_offset,
                           "max_offset": got.max_offset, "count": got.count,
-                          "broker_name": self.config.broker_name}, got.records)
+                          "broker_name": self.config.broker_name,
+                          "master": self.ha.role is Role.MASTER}, got.records)
 
     def _on_max_offset(self, cmd: Command, conn: Connection) -> Command:
         topic, queue_id = self._queue_arg(cmd)

@@ -122,6 +122,7 @@ class PullResult:
     max_offset: int | None = None
     broker_addr: str | None = None
     error: str | None = None
+    from_master: bool | None = None    # answered by the group's master (None: not said)
 
 
 @dataclass
@@ -396,7 +397,8 @@ class Consumer(_ClientBase):
         except CorruptRecord as exc:
             return PullResult(Outcome.FAIL, "CORRUPT_RESPONSE", broker_addr=addr, error=str(exc))
         return PullResult(Outcome.OK, status, messages, reply.fields.get("next_offset"),
-                          reply.fields.get("min_offset"), reply.fields.get("max_offset"), addr)
+                          reply.fields.get("min_offset"), reply.fields.get("max_offset"), addr,
+                          from_master=reply.fields.get("master"))
 
     async def commit_offset(self, mq: MessageQueue, offset: int) -> OffsetResult:
         return await self._offset_call(mq, RequestCode.COMMIT_CONSUMER_OFFSET, offset=offset)

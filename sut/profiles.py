@@ -125,6 +125,49 @@ def timing_values(scale: str) -> dict[str, int]:
     return TIMINGS[scale]
 
 
+# -- failure detection -------------------------------------------------------------
+# DLedger's maxHeartBeatLeak: a follower starts an election after this many
+# missed heartbeats (sut/dledger.py DLedgerSettings keeps the same default).
+RAFT_MAX_HEARTBEAT_LEAK = 3
+# A fault window must outlast detection by this share of it (at least
+# FAILOVER_MARGIN_MIN_S): the election, the new master's registration and the
+# clients' route refresh come after detection.
+FAILOVER_MARGIN_SHARE = 0.5
+FAILOVER_MARGIN_MIN_S = 2.0
+
+
+def failure_detection_s(profile: Profile | str, timing: str = "default") -> float:
+    """Seconds until the SUT notices that its master (or leader) is gone, at the worst.
+
+    - controller mode: the controllers declare the master dead after its heartbeat
+      timeout, found by the next inactive-broker scan (timeout + scan interval);
+    - DLedger mode: followers call an election after maxHeartBeatLeak missed
+      heartbeats plus at most one vote interval;
+    - master-slave and single: no failover; the nameserver drops the broker from
+      routes after its broker timeout plus one scan interval.
+    The one place for this fact: run defaults and the rto checker both read it.
+    """
+    profile = get(profile) if isinstance(profile, str) else profile
+    t = timing_values(timing)
+    if profile.mode == "controller":
+        ms = t["controller_heartbeat_timeout_ms"] + t["controller_scan_interval_ms"]
+    elif profile.mode == "dledger":
+        ms = t["raft_heartbeat_interval_ms"] * RAFT_MAX_HEARTBEAT_LEAK + t["raft_max_vote_interval_ms"]
+    else:
+        ms = t["broker_timeout_ms"] + t["namesrv_scan_interval_ms"]
+    return ms / 1000
+
+
+def failover_margin_s(detection_s: float) -> float:
+    return max(detection_s * FAILOVER_MARGIN_SHARE, FAILOVER_MARGIN_MIN_S)
+
+
+def failover_window_s(profile: Profile | str, timing: str = "default") -> float:
+    """The shortest fault window that exercises a failover: detection plus a margin."""
+    detection = failure_detection_s(profile, timing)
+    return detection + failover_margin_s(detection)
+
+
 # -- building blocks -------------------------------------------------------------------
 DEFAULT_TOPICS = {"chaos": 4}
 

@@ -57,7 +57,7 @@ def test_a_combination_overlaps_the_second_fault_inside_the_first_ones_windows(t
     run = next(r for r in plan(campaign).runs if "+" in r.fault)
     spec = run_spec(campaign, run, tmp_path, None)
     assert spec.faults == ("leader-partition",) and spec.overlap == ("random-loss",)
-    assert spec.fault_duration == 6 and spec.interval == 4 and spec.time == 20
+    assert spec.duration == 6 and spec.interval == 4 and spec.time == 20
 
 
 def test_dry_run_counts_every_fault_window_of_every_run(tmp_path):

@@ -37,7 +37,7 @@ def cluster(make_cluster):
 
 
 def chaos_run(cluster, store: Path, **values):
-    spec = build_spec({"workload": "queue", "time": DURATION, "interval": INTERVAL,
+    spec = build_spec({"workload": "queue", "time": DURATION, "interval": INTERVAL, "rate": 20, "concurrency": 6,
                        "recovery": RECOVERY, "seed": 20240611, "inventory": cluster.source,
                        "store": store, **values})
     console = Console(stderr=True, force_terminal=False)

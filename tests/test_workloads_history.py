@@ -57,7 +57,7 @@ class MemoryBroker:
 
             async def pull(self, queue, offset, max_count):
                 data = broker.queues[queue][offset:offset + max_count]
-                return Completion("ok", ([(offset + i, b) for i, b in enumerate(data)], offset + len(data)), "n1")
+                return Completion("ok", ([(offset + i, b) for i, b in enumerate(data)], offset + len(data), True), "n1")
 
             async def commit(self, queue, offset):
                 broker.commits[queue] = offset

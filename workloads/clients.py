@@ -91,7 +91,7 @@ class BrokerClient:
         return next((mq for mq in queues if mq.queue_id == queue), None)
 
     async def pull(self, queue: int, offset: int, max_count: int) -> Completion:
-        """ok value: ([(queue offset, body), ...], next offset)."""
+        """ok value: ([(queue offset, body), ...], next offset, answered by the master?)."""
         mq = await self._queue(queue)
         if mq is None:
             return Completion("fail", None, None, f"no route to queue {queue} of {self.topic}")
@@ -101,7 +101,7 @@ class BrokerClient:
             return Completion(result.outcome.history_type, None, node, f"{result.status}: {result.error}")
         batch = [(m.queue_offset, m.body) for m in result.messages]
         next_offset = result.next_offset if result.next_offset is not None else offset + len(batch)
-        return Completion("ok", (batch, next_offset), node)
+        return Completion("ok", (batch, next_offset, result.from_master is not False), node)
 
     async def commit(self, queue: int, offset: int) -> None:
         """Best effort: a lost commit only means redelivery after a consumer restart."""

@@ -6,6 +6,14 @@
   payload}`, the value being null when there is nothing at that offset (yet).
 The history `key` is the queue id, so the `log` model checks each queue alone.
 
+Reads go where a RocketMQ consumer's pulls go: to the master, and to a
+replica when the master is unreachable (or the route is stale). A replica
+may lag (a restarted DLedger follower rebuilds its store from the Raft log;
+a follower learns the commit index late), so "nothing at offset n" from a
+broker that says it is not the master proves nothing: such a read is a
+`fail` (a read has no effect), as a consumer would simply pull again. What
+a replica does return is committed data, so it stays a read.
+
 Reads aim at recent offsets: the plan draws a look-back distance (mostly
 0-8, sometimes -1 = one past the end) and the read goes to "highest offset
 acknowledged so far on this queue minus look-back". A stale replica, a lost
@@ -18,6 +26,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from workloads.audit import AUDIT, AuditsQueues
 from workloads.base import Completion, OpRunner, Workload, WorkloadOptions, spread, weighted_choice
 from workloads.clients import OnTopic
 from workloads.generator import PlannedOp
@@ -26,7 +35,7 @@ LOOKBACK_MEAN = 4.0
 READ_PAST_END = 3
 
 
-class LogWorkload(OnTopic, Workload):
+class LogWorkload(AuditsQueues, OnTopic, Workload):
     name = "log"
     description = "append to queues and read recent offsets back; checked with the log model"
     default_mix = {"append": 1.0, "read": 1.0}
@@ -58,11 +67,20 @@ class LogWorkload(OnTopic, Workload):
             done = await client.pull(key, offset, 1)
             if done.type != "ok":
                 return Completion(done.type, value, done.node, done.error)
-            batch, _next = done.value
+            batch, _next, from_master = done.value
             found = [body for at, body in batch if at == offset]
+            if not found and not from_master:
+                # A replica that has nothing at this offset may only lag behind: as
+                # a RocketMQ consumer, this read learned nothing (it pulls again).
+                return Completion("fail", value, done.node, "nothing on a replica that is not the master")
             return Completion("ok", {"offset": offset, "value": _payload(found[0]) if found else None},
                               done.node)
+        if f == AUDIT:
+            return await self.audit_read(client, key, value["offset"])
         raise ValueError(f"log workload: unknown operation {f!r}")
+
+    def audit_item(self, queue: int, offset: int, body: bytes) -> dict[str, Any]:
+        return {"key": queue, "queue": queue, "offset": offset, "value": _payload(body)}
 
     def observe(self, worker: int, f: str, key: Any, value: Any, done: Completion) -> None:
         if f == "append" and done.type == "ok":

@@ -16,7 +16,8 @@ defined by the producer's sequence; the checker checks order per queue,
 which implies it.
 
 After the faults are healed and the recovery period passes, the drain phase
-polls every queue until two polls in a row find nothing.
+polls every queue until two polls in a row find nothing; then the durability
+audit (workloads.audit) reads every queue to its end with a fresh consumer.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import random
 import string
 from typing import Any
 
+from workloads.audit import AUDIT, AuditsQueues, pull_items
 from workloads.base import Completion, OpRunner, Workload, WorkloadOptions, run_together
 from workloads.clients import OnTopic
 
@@ -59,7 +61,7 @@ def decode_message(body: bytes) -> dict[str, Any]:
     return {"id": None, "raw": body.decode("utf-8", "replace")}
 
 
-class QueueWorkload(OnTopic, Workload):
+class QueueWorkload(AuditsQueues, OnTopic, Workload):
     name = "queue"
     description = "producers send unique messages to a topic; consumers poll, commit and finally drain"
     default_mix = {"send": 2.0, "poll": 1.0}
@@ -106,20 +108,28 @@ class QueueWorkload(OnTopic, Workload):
             return Completion(done.type, result, done.node, done.error)
         if f == "poll":
             return await self._poll(client, key, value["offset"])
+        if f == AUDIT:
+            return await self.audit_read(client, key, value["offset"])
         raise ValueError(f"queue workload: unknown operation {f!r}")
 
     async def _poll(self, client: Any, queue: int, offset: int) -> Completion:
-        done = await client.pull(queue, offset, PULL_BATCH)
+        done = await pull_items(client, queue, offset, PULL_BATCH, self.audit_item)
         if done.type != "ok":
-            return Completion(done.type, {"offset": offset}, done.node, done.error)
-        batch, next_offset = done.value
-        messages = [dict(decode_message(body), key=queue, queue=queue, offset=at) for at, body in batch]
+            return done
+        next_offset, from_master = done.learned
+        if not from_master:
+            # A lagging replica does not move a consumer back (RocketMQ's slaves
+            # answer PULL_RETRY_IMMEDIATELY rather than correct the offset).
+            next_offset = max(next_offset, offset)
         if next_offset > offset:
             # Best effort and bounded: a slow commit must not turn a poll whose
             # messages we hold into an `info` (they would go unrecorded).
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.commit(queue, next_offset), COMMIT_TIMEOUT_S)
-        return Completion("ok", messages, done.node, learned=next_offset)
+        return Completion("ok", done.value, done.node, learned=next_offset)
+
+    def audit_item(self, queue: int, offset: int, body: bytes) -> dict[str, Any]:
+        return dict(decode_message(body), key=queue, queue=queue, offset=offset)
 
     def observe(self, worker: int, f: str, key: Any, value: Any, done: Completion) -> None:
         # The consumer's own position (one consumer per queue) moves only when the

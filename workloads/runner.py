@@ -115,10 +115,20 @@ class WorkloadRun:
             await self.run_op(worker, f, key, value)
 
     async def final_phase(self) -> None:
-        """The workload's final phase (drain, final reads), bounded by drain_timeout."""
+        """The workload's final phase (drain, final reads), then the durability audit
+        (workloads.audit) with fresh clients; each bounded by drain_timeout."""
         try:
             await asyncio.wait_for(self.workload.final_phase(self.run_op),
                                    self.workload.options.drain_timeout)
+        except asyncio.TimeoutError:
+            self.final_timed_out = True
+        audit = getattr(self.workload, "audit", None)
+        if audit is None:
+            return
+        for worker in range(self.concurrency):
+            await self._drop_client(worker)  # a fresh consumer: new connections and routes
+        try:
+            await asyncio.wait_for(audit(self.run_op), self.workload.options.drain_timeout)
         except asyncio.TimeoutError:
             self.final_timed_out = True
 

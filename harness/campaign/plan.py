@@ -110,7 +110,7 @@ def run_spec(campaign: Campaign, run: PlannedRun, store: Path, inventory: Path |
     d = campaign.durations
     values = {
         "profile": run.profile, "workload": run.workload, "faults": [main], "overlap": overlap,
-        "time": d.run, "interval": d.between, "fault_duration": d.fault, "recovery": d.recovery,
+        "time": d.run, "interval": d.between, "duration": d.fault, "recovery": d.recovery,
         "drain_timeout": d.drain_timeout, "rate": campaign.rate, "concurrency": campaign.concurrency,
         "queues": campaign.queues, "op_timeout": campaign.op_timeout, "seed": run.seed,
         "targets": list(campaign.targets), "timing": campaign.timing, "store": store,

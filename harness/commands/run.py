@@ -1,6 +1,7 @@
 """`chaos run` (one chaos run end to end), `chaos import` / `chaos export` (Jepsen EDN)."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -69,10 +70,14 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
 @click.option("--concurrency", "-c", type=int,
               help=f"Logical client processes [default: {_default('concurrency')}].")
 @click.option("--interval", "-i", type=float,
-              help=f"Seconds of quiet before each fault, and of each fault [default: {_default('interval'):g}].")
+              help="Seconds of quiet before each fault (and of each fault, without --fault-duration) "
+                   "[default: the profile's failure detection plus a margin].")
+@click.option("--fault-duration", "duration", type=float,
+              help="Seconds each fault lasts [default: --interval if given, else the profile's failure "
+                   "detection plus a margin, so that every fault window exercises a failover].")
 @click.option("--recovery", type=float,
               help="Seconds the workload goes on after the faults are healed, before the final phase "
-                   f"[default: {_default('recovery'):g}].")
+                   "[default: the profile's failure detection plus a margin].")
 @click.option("--seed", type=int, help="Seed of the operation and fault schedules [default: random, recorded].")
 @click.option("--nodes", "-n", type=int, help="Size of the local cluster [default: the running one, else 5].")
 @click.option("--inventory", type=click.Path(path_type=Path), help="Inventory file (ssh, docker, netns).")
@@ -123,6 +128,9 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
         _show_plan(spec, plan_summary(spec))
         return
     console.print(f"chaos run: {spec.summary()}", soft_wrap=True, highlight=False)
+    warning = spec.failover_warning()
+    if warning:
+        console.print(f"[yellow]{warning}[/]", soft_wrap=True, highlight=False)
     with stop_signals(lambda: console.print("[yellow]stopping: please wait[/]")):  # SIGTERM, SIGHUP = Ctrl-C
         clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
         outcome = RunLifecycle(spec, console, show_progress=not quiet).execute()
@@ -130,6 +138,9 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
         console.print(f"[red]run {outcome.status}:[/] {outcome.error}", highlight=False, soft_wrap=True)
     code = exit_code(outcome.status, outcome.valid)
     verdict = VERDICTS.get(outcome.valid, str(outcome.valid)) if outcome.status == "complete" else outcome.status
+    findings = run_findings(outcome.run.path)
+    if findings:
+        click.echo(findings)
     click.echo(f"verdict: {verdict} (exit {code})")
     click.echo(f"store: {outcome.run.path}")
     _show_report(outcome.run.report_dir / "index.html")
@@ -144,8 +155,31 @@ def _show_report(page: Path) -> None:
         click.echo(serve_hint(page.parent.parent))
 
 
+def run_findings(run_dir: Path) -> str | None:
+    """One line from results.json: failovers seen, windows that exercised one, anomaly counts."""
+    try:
+        checkers = json.loads((run_dir / "results.json").read_text())["checkers"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    rto, counts = checkers.get("rto", {}), checkers.get("queue", {}).get("counts", {})
+    parts = []
+    if "failovers" in rto:
+        windows = rto.get("windows", [])
+        exercised = sum(1 for w in windows if w.get("exercises_failover"))
+        parts.append(f"failovers: {rto['failovers']} ({exercised}/{len(windows)} fault windows outlasted "
+                     f"failure detection)")
+    anomalies = [f"{name.replace('_', ' ')} {counts[name]}" for name in (
+        "lost", "lost_after_consume", "inconsistent_offsets", "poll_skip", "nonmonotonic_poll", "duplicated")
+        if name in counts]
+    if anomalies:
+        parts.append(", ".join(anomalies))
+    return "; ".join(parts) or None
+
+
 def _show_plan(spec: RunSpec, summary: dict[str, Any]) -> None:
     click.echo(f"run: {spec.summary()}")
+    click.echo(spec.failover_warning() or f"fault windows: {spec.duration:g}s after {spec.interval:g}s quiet "
+               f"(failure detection {spec.detection_s:g}s), recovery {spec.recovery:g}s")
     ops = ", ".join(f"{f} {n}" for f, n in sorted(summary["by_f"].items()))
     click.echo(f"operations: {summary['operations']} ({ops}), digest {summary['operations_digest']}")
     click.echo(f"faults: {len(summary['faults'])} events, digest {summary['faults_digest']}")
