@@ -56,12 +56,8 @@ def stop_signals(say: Callable[[], None] | None = None) -> Iterator[None]:
         stopping.append(signum)
         raise Stopped(signum)
 
-    previous = {sig: signal.signal(sig, raise_stopped) for sig in STOP_SIGNALS}
-    try:
+    with _handling(raise_stopped):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
@@ -74,9 +70,16 @@ def deferred_stop(say: Callable[[], None]) -> Iterator[None]:
     def please_wait(signum: int, frame: Any) -> None:
         say()
 
-    previous = {sig: signal.signal(sig, please_wait) for sig in STOP_SIGNALS}
+    with _handling(please_wait):
+        yield
+
+
+@contextlib.contextmanager
+def _handling(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """`handler` for every stop signal within the block; the previous handlers after it."""
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
