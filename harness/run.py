@@ -38,7 +38,7 @@ from harness.signals import deferred_stop, stop_reason
 from harness.stale import release_lease, take_lease
 from harness.spec import RunSpec
 from harness.store import RunDir, Store, new_campaign_id, slug, write_json, write_text
-from inventory import Inventory, InventoryError, Pool, load, netns
+from inventory import Inventory, InventoryError, Pool, docker, load, netns
 from sut.deploy import DeployError, Deployer
 from sut.profiles import get as get_profile
 from workloads.base import Workload, run_together
@@ -244,24 +244,25 @@ def cluster_for(spec: RunSpec, record: RunRecord, console: Any) -> Iterator[Inve
         record.cluster = {"source": "inventory", "file": str(spec.inventory)}
         yield load(spec.inventory)
         return
-    existing = netns.inventory_path(netns.DEFAULT_NAME)
+    provider = docker if spec.provider == "docker" else netns
+    existing = provider.inventory_path(provider.DEFAULT_NAME)
     if existing.is_file():
         inventory = load(existing)
         if spec.nodes is None or spec.nodes == len(inventory.nodes):
-            record.cluster = {"source": "existing", "name": netns.DEFAULT_NAME, "file": str(existing)}
+            record.cluster = {"source": "existing", "name": provider.DEFAULT_NAME, "file": str(existing)}
             yield inventory
             return
-    size = spec.nodes or netns.DEFAULT_NODES
+    size = spec.nodes or provider.DEFAULT_NODES
     name = f"run-{secrets.token_hex(3)}"
-    console.print(f"bringing up a local cluster {name} of {size} nodes (taken down after the run)")
-    record.cluster = {"source": "provisioned", "name": name, "nodes": size}
+    console.print(f"bringing up a local {spec.provider} cluster {name} of {size} nodes (taken down after the run)")
+    record.cluster = {"source": "provisioned", "provider": spec.provider, "name": name, "nodes": size}
     with record.phase("cluster"):
-        inventory = netns.up(name, size, persistent=False)
+        inventory = provider.up(name, size, persistent=False)
     try:
         yield inventory
     finally:
         with deferred_sigint(console):
-            netns.down(name)
+            provider.down(name)
 
 
 def mount_crash_fs(pool: Pool, deployer: Deployer, journal: nuclei.Journal,

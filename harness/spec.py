@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -27,6 +27,7 @@ OPTION_NAMES = {
     "store": "--store", "queues": "--queues", "keys": "--keys", "ordered": "--ordered",
     "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
     "op_timeout": "--op-timeout", "timing": "--timing", "duration": "--fault-duration",
+    "provider": "--provider",
     "rto_threshold_s": "--rto-threshold", "min_availability": "--min-availability",
 }
 NO_FAULT = "noop"
@@ -158,6 +159,7 @@ class RunSpec(BaseModel):
     seed: int = Field(default_factory=lambda: random.randrange(2**31))
     nodes: int | None = Field(None, ge=1, le=32)
     inventory: Path | None = None
+    provider: Literal["netns", "docker"] = Field("netns", description="kind of local cluster without --inventory")
     store: Path = Path("store")
     # workload options
     queues: int = Field(4, ge=1, le=64, description="queues of the topic (queue, log)")
@@ -256,6 +258,8 @@ class RunSpec(BaseModel):
     def _consistent(self) -> "RunSpec":
         if self.nodes is not None and self.inventory is not None:
             raise ValueError("give either --nodes (local cluster) or --inventory, not both")
+        if self.provider == "docker" and self.inventory is not None:
+            raise ValueError("give either --provider docker (a local docker cluster) or --inventory, not both")
         if self.ordered and self.workload != "queue":
             raise ValueError(f"--ordered applies to the queue workload, not {self.workload}")
         needed = nodes_needed(self.profile)

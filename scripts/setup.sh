@@ -2,7 +2,19 @@
 # Installs everything the project needs, idempotently: Debian packages, a
 # virtualenv with the Python dependencies, and the JVM linearizability engine.
 # A second call with nothing changed takes about a second.
+#
+# The docker provider (chaos up --provider docker) needs a Docker engine:
+# `CHAOS_DOCKER=1 bash scripts/setup.sh` (or `bash scripts/setup.sh --docker`)
+# also installs Debian's docker.io and debootstrap and starts the engine.
 set -euo pipefail
+
+want_docker=${CHAOS_DOCKER:-}
+for arg in "$@"; do
+  case "$arg" in
+    --docker) want_docker=1 ;;
+    *) echo "[setup] unknown option $arg (known: --docker)" >&2; exit 3 ;;
+  esac
+done
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -19,6 +31,9 @@ APT_PACKAGES=(
   chromium
   fuse3
 )
+if [ -n "$want_docker" ]; then
+  APT_PACKAGES+=(docker.io debootstrap)
+fi
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -53,5 +68,10 @@ fi
 
 # --- the JVM linearizability engine ------------------------------------------
 bash "$root/scripts/build-engine.sh"
+
+# --- the Docker engine (only when asked for) ----------------------------------
+if [ -n "$want_docker" ]; then
+  bash "$root/scripts/start-docker.sh" "$venv/bin/python"
+fi
 
 say "ready: $venv"

@@ -12,7 +12,12 @@ from rich.table import Table
 from harness.cli import UserError
 from harness.signals import stop_signals
 from harness.stale import clean_up_stale
-from inventory import Inventory, InventoryError, Pool, load, netns
+from inventory import Inventory, InventoryError, Pool, docker, load, netns
+
+PROVIDERS = {"netns": netns, "docker": docker}
+_provider_option = click.option(
+    "--provider", type=click.Choice(sorted(PROVIDERS)), default="netns", show_default=True,
+    help="netns: network namespaces on this host; docker: containers of a locally built image.")
 
 
 def register(cli: click.Group) -> None:
@@ -26,26 +31,38 @@ def register(cli: click.Group) -> None:
               help=f"Number of nodes ({netns.MIN_NODES} to {netns.MAX_NODES}).")
 @click.option("--name", default=netns.DEFAULT_NAME, show_default=True,
               help="Cluster name; clusters with different names coexist.")
-def up(size: int, name: str) -> None:
-    """Create a local cluster of namespace nodes (needs root).
+@_provider_option
+@click.option("--image", default=docker.DEBOOTSTRAP, show_default=True,
+              help="docker: where the node image comes from: 'debootstrap' (a Debian root file system "
+                   "built here) or a local Debian-based image to build on.")
+@click.option("--subnet", help="docker: the 10.214.X.0/24 network of the nodes [default: a free one].")
+def up(size: int, name: str, provider: str, image: str, subnet: str | None) -> None:
+    """Create a local cluster of namespace nodes (needs root) or of containers.
 
-    One network namespace per node, each with its own IP, iptables and sshd,
-    joined by a bridge.
+    netns: one network namespace per node, each with its own IP, iptables and
+    sshd, joined by a bridge. docker: one container per node on a bridge
+    network with a fixed IP, NET_ADMIN and sshd (docs/docker.md).
 
     Prints the path of the inventory file it wrote (use it with --inventory).
     An existing cluster of the same name is replaced.
     """
     console = Console(stderr=True)
     started = time.monotonic()
+    if provider != "docker":
+        _refuse_docker_options(image, subnet)
     try:
-        netns.check_can_provision(name, size)
-        with stop_signals():  # SIGTERM/SIGHUP: netns.up removes what it made, as on Ctrl-C
+        PROVIDERS[provider].check_can_provision(name, size)
+        with stop_signals():  # SIGTERM/SIGHUP: up removes what it made, as on Ctrl-C
             clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
             with console.status(f"creating cluster {name} with {size} nodes") as status:
                 def progress(node: str) -> None:
                     status.update(f"creating cluster {name}: node {node} of {size} is up, waiting for the rest")
 
-                inventory = netns.up(name, size, on_node=progress)
+                if provider == "docker":
+                    inventory = docker.up(name, size, image=image, subnet=subnet, on_node=progress,
+                                          on_step=status.update)
+                else:
+                    inventory = netns.up(name, size, on_node=progress)
     except InventoryError as error:
         raise UserError(str(error)) from None
     except OSError as error:  # e.g. CHAOS_HOME not writable
@@ -57,9 +74,11 @@ def up(size: int, name: str) -> None:
 
 @click.command()
 @click.option("--name", default=netns.DEFAULT_NAME, show_default=True, help="Cluster to remove.")
-@click.option("--all", "everything", is_flag=True, help="Remove every local cluster.")
-def down(name: str, everything: bool) -> None:
-    """Remove a local cluster and any stale ones (needs root).
+@click.option("--all", "everything", is_flag=True, help="Remove every local cluster (netns only).")
+@_provider_option
+@click.option("--image", "images", is_flag=True, help="docker: also remove the node images built here.")
+def down(name: str, everything: bool, provider: str, images: bool) -> None:
+    """Remove a local cluster and any stale ones (netns needs root).
 
     Removes every process in the cluster's namespaces (sshd, SUT), the
     namespaces, bridge and veths, its keys and its state directory.
@@ -68,6 +87,11 @@ def down(name: str, everything: bool) -> None:
     finished, a test cluster whose test process is gone, namespaces without a
     state directory).
     """
+    if provider == "docker":
+        _down_docker(name, everything, images)
+        return
+    if images:
+        raise UserError("--image goes with --provider docker")
     try:
         if everything:
             removed = netns.down_all()
@@ -78,6 +102,30 @@ def down(name: str, everything: bool) -> None:
         raise UserError(str(error)) from None
     except OSError as error:
         raise UserError(f"cannot remove local clusters: {error}") from None
+    _say_removed(removed, everything, name)
+
+
+def _down_docker(name: str, everything: bool, images: bool) -> None:
+    if everything:
+        raise UserError("--all is for the netns provider; remove docker clusters by --name")
+    try:
+        removed = [f"docker cluster {name}: removed"] if docker.down(name) else []
+        removed += docker.down_stale()
+        if images:
+            removed += docker.remove_images(docker.engine())
+    except InventoryError as error:
+        raise UserError(str(error)) from None
+    except OSError as error:
+        raise UserError(f"cannot remove docker clusters: {error}") from None
+    _say_removed(removed, False, name)
+
+
+def _refuse_docker_options(image: str, subnet: str | None) -> None:
+    if image != docker.DEBOOTSTRAP or subnet is not None:
+        raise UserError("--image and --subnet go with --provider docker")
+
+
+def _say_removed(removed: list[str], everything: bool, name: str) -> None:
     for line in removed:
         click.echo(line)
     if not removed:
@@ -88,7 +136,8 @@ def down(name: str, everything: bool) -> None:
 @click.option("--inventory", "-i", "inventory_file", type=click.Path(path_type=Path),
               help="Inventory YAML file (any kind: netns, docker, ssh).")
 @click.option("--name", help=f"Local cluster name (default: {netns.DEFAULT_NAME}).")
-def nodes(inventory_file: Path | None, name: str | None) -> None:
+@_provider_option
+def nodes(inventory_file: Path | None, name: str | None, provider: str) -> None:
     """Show the nodes and whether each answers over SSH.
 
     A table of node, address, roles, reachable and kernel uptime (local
@@ -96,7 +145,7 @@ def nodes(inventory_file: Path | None, name: str | None) -> None:
 
     Exits non-zero if a node is unreachable.
     """
-    inventory = _inventory(inventory_file, name)
+    inventory = _inventory(inventory_file, name, PROVIDERS[provider])
     with Pool(inventory, connect_timeout=5) as pool:
         probes = _probe(pool, inventory)
     table = Table(title=f"{inventory.name} ({inventory.kind}, {len(inventory.nodes)} nodes)")
@@ -114,15 +163,16 @@ def nodes(inventory_file: Path | None, name: str | None) -> None:
         raise UserError(f"{len(failed)} of {len(probes)} nodes unreachable; first: {first}")
 
 
-def _inventory(inventory_file: Path | None, name: str | None) -> Inventory:
+def _inventory(inventory_file: Path | None, name: str | None, provider=netns) -> Inventory:
     if inventory_file is not None and name is not None:
         raise UserError("give either --inventory or --name, not both")
     try:
         if inventory_file is None:
-            name = name or netns.DEFAULT_NAME
-            inventory_file = netns.inventory_path(name)
+            name = name or provider.DEFAULT_NAME
+            inventory_file = provider.inventory_path(name)
             if not inventory_file.exists():
-                raise UserError(f"no local cluster named {name}: create it with `chaos up --name {name}` "
+                option = "" if provider is netns else " --provider docker"
+                raise UserError(f"no local cluster named {name}: create it with `chaos up{option} --name {name}` "
                                 "or pass --inventory FILE")
         return load(inventory_file)
     except InventoryError as error:

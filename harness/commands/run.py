@@ -81,6 +81,8 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
 @click.option("--seed", type=int, help="Seed of the operation and fault schedules [default: random, recorded].")
 @click.option("--nodes", "-n", type=int, help="Size of the local cluster [default: the running one, else 5].")
 @click.option("--inventory", type=click.Path(path_type=Path), help="Inventory file (ssh, docker, netns).")
+@click.option("--provider", type=click.Choice(["netns", "docker"]),
+              help="Local cluster without --inventory: netns (namespaces) or docker (containers) [default: netns].")
 @click.option("--store", "-s", type=click.Path(path_type=Path),
               help=f"Store directory [default: {_default('store')}].")
 @click.option("--queues", type=int, help=f"Queues of the topic (queue, log) [default: {_default('queues')}].")

@@ -1,0 +1,610 @@
+"""The docker provider: one container per node, reached over SSH like any host.
+
+Each node is a container of a locally built image (Debian with python3,
+sshd, iptables, iproute2, procps) on a user-defined bridge network with a
+fixed address (10.214.X.0/24: the gateway is .1, node i is .10+i). It runs
+sshd as its only service with a host key and an authorized key that belong to
+the cluster (bind-mounted read-only from the state directory), and has the
+NET_ADMIN capability (its own iptables; never --privileged). Root inside a
+container may already signal every process of that container, so kill and
+suspend need nothing more. The provider writes the same inventory file the
+netns provider writes, so deploy, nemeses and workloads use SSH/Fabric
+exactly as with VMs.
+
+No registry is reachable, so the image is built here: by default from a
+Debian root file system made with debootstrap (from the mirror apt already
+uses) and imported; or, with `image=<name>`, from a Dockerfile on top of a
+Debian-based image the user already has. The image tag is a digest of the
+recipe, so a second `up` reuses it.
+
+Every container, network and image carries the labels in `LABELS`, including
+the CHAOS_HOME it belongs to, so `down` and the stale sweep find exactly ours.
+The engine is reached with the docker SDK only, never the CLI.
+
+State lives in $CHAOS_HOME/docker/<name>/: cluster.json, inventory.yaml,
+known_hosts and ssh/ (keys and sshd_config, mounted into every container).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import ipaddress
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from inventory import sshd
+from inventory.errors import ProvisionError, one_line
+from inventory.model import Inventory, Node
+from inventory.netns import (
+    DEFAULT_NAME,
+    DEFAULT_NODES,
+    MAX_NODES,
+    MIN_NODES,
+    _alive,
+    _check_name,
+    _host_networks,
+    _locked,
+    _poll,
+    _start_time,
+    chaos_home,
+)
+
+__all__ = ["DEFAULT_NAME", "DEFAULT_NODES", "MAX_NODES", "MIN_NODES", "DEBOOTSTRAP", "build_image",
+           "clusters", "down", "down_stale", "engine", "inventory_path", "up"]
+
+NETWORK_PREFIX = "10.214"  # the netns provider uses 10.213.X.0/24
+LABEL = "io.rocketmq-chaos"
+LABEL_CLUSTER = f"{LABEL}.cluster"
+LABEL_HOME = f"{LABEL}.home"
+LABEL_ROLE = f"{LABEL}.role"
+IMAGE_REPOSITORY = "rocketmq-chaos-node"
+DEBOOTSTRAP = "debootstrap"  # image source: a Debian root file system built here
+PACKAGES = ("python3", "openssh-server", "iptables", "iproute2", "procps", "psmisc")
+# Crash faults (a FUSE file system under each data directory) will need the
+# fuse3 package, /dev/fuse and CAP_SYS_ADMIN in the container: that issue
+# extends these three (see docs/docker.md, "Hook for crash faults").
+EXTRA_PACKAGES: tuple[str, ...] = ()
+EXTRA_CAPABILITIES: tuple[str, ...] = ()
+EXTRA_DEVICES: tuple[str, ...] = ()
+CAPABILITIES = ("NET_ADMIN",)
+RECIPE_VERSION = "1"  # bump when the image recipe changes in a way the digest does not see
+SSH_MOUNT = "/etc/rocketmq-chaos"
+SSHD_READY_TIMEOUT_S = 30
+ENGINE_TIMEOUT_S = 120
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+SETUP_HINT = "CHAOS_DOCKER=1 bash scripts/setup.sh"
+
+# Installs the packages only if the base image lacks them (no network then).
+_DOCKERFILE = """\
+FROM {base}
+RUN set -e; if ! dpkg -s {packages} >/dev/null 2>&1; then \\
+      apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {packages} \\
+      && rm -rf /var/lib/apt/lists/*; fi; \\
+    rm -f /etc/ssh/ssh_host_*; mkdir -p /run/sshd
+"""
+
+
+class DockerRecord(BaseModel):
+    """What cluster.json remembers: enough to find and remove everything."""
+
+    name: str
+    subnet: int
+    size: int
+    image: str
+    owner_pid: int
+    owner_start: int
+    persistent: bool
+    status: Literal["creating", "ready"] = "creating"
+
+    @property
+    def network(self) -> str:
+        return f"rmqc-{self.name}"
+
+    @property
+    def cidr(self) -> str:
+        return f"{NETWORK_PREFIX}.{self.subnet}.0/24"
+
+    @property
+    def gateway(self) -> str:
+        return f"{NETWORK_PREFIX}.{self.subnet}.1"
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"n{i}" for i in range(1, self.size + 1)]
+
+    def container(self, node: str) -> str:
+        return f"rmqc-{self.name}-{node}"
+
+    def address(self, index: int) -> str:
+        return f"{NETWORK_PREFIX}.{self.subnet}.{10 + index}"
+
+
+class Layout:
+    """Paths inside one docker cluster's state directory."""
+
+    def __init__(self, home: Path, name: str) -> None:
+        _check_name(name)  # the name becomes a path that `down` deletes
+        self.root = home / "docker" / name
+        self.record = self.root / "cluster.json"
+        self.inventory = self.root / "inventory.yaml"
+        self.known_hosts = self.root / "known_hosts"
+        self.client_key = self.root / "keys" / "client_ed25519"
+        self.ssh = self.root / "ssh"  # mounted read-only at SSH_MOUNT in every container
+        self.host_key = self.ssh / "host_ed25519"
+        self.authorized_keys = self.ssh / "authorized_keys"
+        self.sshd_config = self.ssh / "sshd_config"
+
+
+# -- the engine ---------------------------------------------------------------------
+
+
+def engine() -> Any:
+    """A docker SDK client that has answered a ping; ProvisionError says what to do otherwise."""
+    import docker
+    from docker.errors import DockerException
+    try:
+        client = docker.from_env(timeout=ENGINE_TIMEOUT_S)
+        client.ping()
+    except DockerException as error:
+        raise ProvisionError(_engine_problem(error)) from None
+    return client
+
+
+def _engine_problem(error: Exception) -> str:
+    """One line for an engine that cannot be reached: missing, or no permission."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    chain, cause = [], error
+    while cause is not None:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if any(isinstance(c, PermissionError) for c in chain) or "Permission denied" in str(error):
+        return (f"no permission to use the Docker engine at {host}: run as root or add your user to "
+                "the docker group (then log in again)")
+    return (f"no Docker engine answers at {host}: install and start it with `{SETUP_HINT}` "
+            f"({one_line(str(error), 120)})")
+
+
+# -- public API -----------------------------------------------------------------------
+
+
+def up(name: str = DEFAULT_NAME, nodes: int = DEFAULT_NODES, *, home: Path | None = None,
+       persistent: bool = True, image: str = DEBOOTSTRAP, subnet: str | None = None,
+       on_node: Callable[[str], None] | None = None, on_step: Callable[[str], None] | None = None) -> Inventory:
+    """Create the docker cluster `name` with `nodes` containers and return its inventory.
+
+    All or nothing, like `netns.up`: on any error (or a stop signal) every
+    container, the network and the state directory are removed before the
+    error propagates. `image` is DEBOOTSTRAP or a local image to build on;
+    `subnet` (10.214.X.0/24) overrides the automatic choice.
+    """
+    check_can_provision(name, nodes)
+    requested = _parse_subnet(subnet)
+    client = engine()
+    home = home or chaos_home()
+    node_image = build_image(client, image, on_step=on_step)
+    with _locked(home):
+        _remove_locked(client, home, name)
+        record = _reserve(client, home, name, nodes, persistent, node_image, requested)
+    layout = Layout(home, name)
+    try:
+        return _build(client, record, layout, on_node)
+    except BaseException:
+        _teardown(client, home, name, layout.root)
+        raise
+
+
+def down(name: str = DEFAULT_NAME, *, home: Path | None = None) -> bool:
+    """Remove the docker cluster `name` (containers, network, state); False if nothing was there."""
+    client = engine()
+    home = home or chaos_home()
+    with _locked(home):
+        return _remove_locked(client, home, name)
+
+
+def down_stale(*, home: Path | None = None) -> list[str]:
+    """Remove docker clusters left behind by crashed runs; one description per removal."""
+    client = engine()
+    home = home or chaos_home()
+    with _locked(home):
+        return _sweep_locked(client, home)
+
+
+def clusters(*, home: Path | None = None) -> list[DockerRecord]:
+    home = home or chaos_home()
+    return [r for r in (_read_record(d) for d in _state_dirs(home)) if r is not None]
+
+
+def inventory_path(name: str = DEFAULT_NAME, *, home: Path | None = None) -> Path:
+    return Layout(home or chaos_home(), name).inventory
+
+
+def check_can_provision(name: str, nodes: int) -> None:
+    """Validate the request before touching anything (one-line errors)."""
+    _check_name(name)
+    if not MIN_NODES <= nodes <= MAX_NODES:
+        raise ProvisionError(f"a docker cluster has {MIN_NODES} to {MAX_NODES} nodes, not {nodes}")
+    if shutil.which("ssh-keygen") is None:
+        raise ProvisionError("ssh-keygen not found: run bash scripts/setup.sh to install the system packages")
+
+
+def owned(client: Any, home: Path | None = None, cluster: str | None = None) -> dict[str, list[Any]]:
+    """Our containers and networks (of one CHAOS_HOME, optionally one cluster)."""
+    labels = [f"{LABEL_HOME}={home or chaos_home()}"]
+    if cluster is not None:
+        labels.append(f"{LABEL_CLUSTER}={cluster}")
+    return {"containers": client.containers.list(all=True, filters={"label": labels}),
+            "networks": client.networks.list(filters={"label": labels})}
+
+
+# -- the image ------------------------------------------------------------------------
+
+
+def build_image(client: Any, source: str = DEBOOTSTRAP, *, on_step: Callable[[str], None] | None = None) -> str:
+    """The tag of the node image for `source`, built now unless it is cached."""
+    from docker.errors import ImageNotFound
+    tag = image_tag(source)
+    try:
+        client.images.get(tag)
+        return tag
+    except ImageNotFound:
+        pass
+    say = on_step or (lambda _step: None)
+    if source == DEBOOTSTRAP:
+        say("building the node image with debootstrap (a few minutes, once)")
+        _import_debootstrap(client, tag)
+    else:
+        say(f"building the node image on top of {source}")
+        _build_on(client, source, tag)
+    return tag
+
+
+def image_tag(source: str) -> str:
+    """`rocketmq-chaos-node:<digest>` of everything that shapes the image."""
+    recipe = "\n".join([RECIPE_VERSION, source, _suite() if source == DEBOOTSTRAP else "",
+                        " ".join(PACKAGES + EXTRA_PACKAGES), _DOCKERFILE])
+    return f"{IMAGE_REPOSITORY}:{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
+
+
+def remove_images(client: Any) -> list[str]:
+    """Remove every node image this provider built; their tags."""
+    removed = []
+    for image in client.images.list(filters={"label": f"{LABEL_ROLE}=image"}):
+        client.images.remove(image.id, force=True)
+        removed.append(f"image {', '.join(image.tags) or image.short_id}: removed")
+    return removed
+
+
+def _image_labels() -> dict[str, str]:
+    return {LABEL: "1", LABEL_ROLE: "image"}
+
+
+def _import_debootstrap(client: Any, tag: str) -> None:
+    if shutil.which("debootstrap") is None:
+        raise ProvisionError(f"debootstrap not found: install it with `{SETUP_HINT}`, "
+                             "or build on a local image with --image IMAGE")
+    if os.geteuid() != 0:
+        raise ProvisionError("root is needed to build the node image with debootstrap; run it as root")
+    build_dir = chaos_home() / "docker-build"
+    (build_dir / "debs").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=build_dir, prefix="rootfs-") as tmp:
+        rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
+        _run_build_step(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES + EXTRA_PACKAGES)}",
+                         f"--cache-dir={build_dir / 'debs'}", _suite(), str(rootfs), _mirror()], "debootstrap")
+        for key in (rootfs / "etc" / "ssh").glob("ssh_host_*"):
+            key.unlink()  # every cluster brings its own host key
+        (rootfs / "run" / "sshd").mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(rootfs / "var" / "lib" / "apt" / "lists", ignore_errors=True)
+        _run_build_step(["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", str(tarball), "."], "tar")
+        repository, version = tag.split(":")
+        changes = [f"LABEL {key}={value}" for key, value in _image_labels().items()]
+        changes += ['CMD ["/usr/sbin/sshd", "-D", "-e"]']
+        try:
+            client.api.import_image(src=str(tarball), repository=repository, tag=version, changes=changes)
+        except Exception as error:  # noqa: BLE001 - any engine error is a failed build
+            raise ProvisionError(f"importing the node image into Docker failed: {one_line(str(error))}") from None
+
+
+def _build_on(client: Any, base: str, tag: str) -> None:
+    from docker.errors import BuildError, DockerException, ImageNotFound
+    try:
+        client.images.get(base)
+    except ImageNotFound:
+        raise ProvisionError(f"image {base!r} is not in the local Docker engine (no registry is reachable): "
+                             f"load it first, or use --image {DEBOOTSTRAP}") from None
+    dockerfile = _DOCKERFILE.format(base=base, packages=" ".join(PACKAGES + EXTRA_PACKAGES))
+    try:
+        client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, labels=_image_labels(),
+                            pull=False, rm=True, forcerm=True)
+    except BuildError as error:
+        last = next((line.get("stream", "").strip() for line in reversed(list(error.build_log))
+                     if line.get("stream", "").strip()), "")
+        raise ProvisionError(f"building the node image on {base} failed: {one_line(error.msg, 160)}"
+                             + (f" (last output: {one_line(last, 120)})" if last else "")) from None
+    except DockerException as error:
+        raise ProvisionError(f"building the node image on {base} failed: {one_line(str(error))}") from None
+
+
+def _run_build_step(argv: list[str], what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-2:])
+        raise ProvisionError(f"building the node image failed in {what} (exit {proc.returncode}): "
+                             f"{one_line(tail, 200) or 'no output'}")
+
+
+def _suite() -> str:
+    """The Debian release of this host (its packages are what apt can reach)."""
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("VERSION_CODENAME="):
+                return line.split("=", 1)[1].strip().strip('"') or "bookworm"
+    except OSError:
+        pass
+    return "bookworm"
+
+
+def _mirror() -> str:
+    """The Debian mirror apt uses on this host (CHAOS_DEBIAN_MIRROR overrides it)."""
+    if os.environ.get("CHAOS_DEBIAN_MIRROR"):
+        return os.environ["CHAOS_DEBIAN_MIRROR"]
+    sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources")) + [Path("/etc/apt/sources.list")]
+    for path in sources:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        match = re.search(r"^(?:URIs:\s*|deb\s+(?:\[[^]]*\]\s+)?)(\S+/debian)/?\s", text, re.MULTILINE)
+        if match:
+            return match.group(1)
+    return DEFAULT_MIRROR
+
+
+# -- building a cluster -----------------------------------------------------------------
+
+
+def choose_subnet(name: str, taken: set[int]) -> int:
+    """Third octet of 10.214.X.0/24: derived from the name, else the next free one."""
+    start = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % 256
+    for step in range(256):
+        candidate = (start + step) % 256
+        if candidate not in taken:
+            return candidate
+    raise ProvisionError(f"every subnet {NETWORK_PREFIX}.X.0/24 is in use on this host")
+
+
+def subnets_in_use(networks: list[ipaddress.IPv4Network]) -> set[int]:
+    """Which 10.214.X.0/24 overlap one of `networks`."""
+    return {x for x in range(256)
+            if any(ipaddress.ip_network(f"{NETWORK_PREFIX}.{x}.0/24").overlaps(n) for n in networks)}
+
+
+def _parse_subnet(subnet: str | None) -> int | None:
+    if subnet is None:
+        return None
+    try:
+        network = ipaddress.IPv4Network(subnet)
+    except ValueError as error:
+        raise ProvisionError(f"--subnet {subnet!r}: {error}") from None
+    octets = str(network.network_address).split(".")
+    if network.prefixlen != 24 or ".".join(octets[:2]) != NETWORK_PREFIX:
+        raise ProvisionError(f"--subnet {subnet!r}: give a {NETWORK_PREFIX}.X.0/24 network")
+    return int(octets[2])
+
+
+def _docker_networks(client: Any) -> list[ipaddress.IPv4Network]:
+    networks = []
+    for network in client.networks.list():
+        for pool in (network.attrs.get("IPAM") or {}).get("Config") or []:
+            try:
+                networks.append(ipaddress.IPv4Network(pool.get("Subnet", ""), strict=False))
+            except ValueError:
+                continue
+    return networks
+
+
+def _reserve(client: Any, home: Path, name: str, size: int, persistent: bool, image: str,
+             requested: int | None) -> DockerRecord:
+    """Pick the subnet and write the record (caller holds the lock)."""
+    used = {r.subnet for r in clusters(home=home)} | subnets_in_use(_host_networks() + _docker_networks(client))
+    if requested is not None and requested in used:
+        raise ProvisionError(f"subnet {NETWORK_PREFIX}.{requested}.0/24 is already in use on this host "
+                             "(a route, an address or a Docker network): pick another --subnet or leave it out")
+    subnet = requested if requested is not None else choose_subnet(name, used)
+    pid = os.getpid()
+    record = DockerRecord(name=name, subnet=subnet, size=size, image=image, owner_pid=pid,
+                          owner_start=_start_time(pid) or 0, persistent=persistent)
+    layout = Layout(home, name)
+    layout.root.mkdir(parents=True, mode=0o700)
+    _write_record(layout, record)
+    return record
+
+
+def _build(client: Any, record: DockerRecord, layout: Layout, on_node: Callable[[str], None] | None) -> Inventory:
+    _make_keys(record, layout)
+    _make_network(client, record, home=layout.root.parent.parent)
+    for index, node in enumerate(record.node_names, start=1):
+        _start_container(client, record, layout, index, node)
+        if on_node is not None:
+            on_node(node)
+    _wait_for_sshd(client, record)
+    addresses = [record.address(i) for i in range(1, record.size + 1)]
+    layout.known_hosts.write_text(sshd.known_hosts_lines(addresses, layout.host_key.with_suffix(".pub")))
+    nodes = [Node(name=node, host=record.address(index), key_file=layout.client_key, user="root")
+             for index, node in enumerate(record.node_names, start=1)]
+    inventory = Inventory(name=record.name, kind="docker", nodes=nodes, strict_host_keys=True,
+                          known_hosts=layout.known_hosts)
+    inventory.write(layout.inventory)
+    inventory.source = layout.inventory
+    _write_record(layout, record.model_copy(update={"status": "ready"}))
+    return inventory
+
+
+def _make_keys(record: DockerRecord, layout: Layout) -> None:
+    for directory in (layout.client_key.parent, layout.ssh):
+        directory.mkdir(mode=0o700, exist_ok=True)
+    sshd.generate_key(layout.client_key, f"rocketmq-chaos client {record.name}")
+    sshd.generate_key(layout.host_key, f"rocketmq-chaos host {record.name}")
+    shutil.copyfile(layout.client_key.with_suffix(".pub"), layout.authorized_keys)
+    mounted = Path(SSH_MOUNT)
+    sshd.write_config(layout.sshd_config, mounted / layout.host_key.name, mounted / layout.authorized_keys.name)
+
+
+def _labels(home: Path, cluster: str, role: str) -> dict[str, str]:
+    return {LABEL: "1", LABEL_HOME: str(home), LABEL_CLUSTER: cluster, LABEL_ROLE: role}
+
+
+def _make_network(client: Any, record: DockerRecord, home: Path) -> None:
+    from docker.errors import APIError
+    from docker.types import IPAMConfig, IPAMPool
+    ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=record.cidr, gateway=record.gateway)])
+    try:
+        client.networks.create(record.network, driver="bridge", ipam=ipam, check_duplicate=True,
+                               labels=_labels(home, record.name, "network"))
+    except APIError as error:
+        reason = one_line(error.explanation or str(error), 160)
+        if "overlap" in reason:
+            raise ProvisionError(f"subnet {record.cidr} is already in use by another Docker network: "
+                                 f"{reason}; pick another --subnet") from None
+        raise ProvisionError(f"creating Docker network {record.network} failed: {reason}") from None
+
+
+def _start_container(client: Any, record: DockerRecord, layout: Layout, index: int, node: str) -> None:
+    from docker.errors import APIError
+    endpoint = client.api.create_endpoint_config(ipv4_address=record.address(index))
+    try:
+        client.containers.run(
+            record.image, ["/usr/sbin/sshd", "-D", "-e", "-f", f"{SSH_MOUNT}/sshd_config"],
+            name=record.container(node), hostname=node, detach=True,
+            labels=_labels(layout.root.parent.parent, record.name, "node"),
+            cap_add=list(CAPABILITIES + EXTRA_CAPABILITIES), devices=list(EXTRA_DEVICES),
+            network=record.network, networking_config={record.network: endpoint},
+            volumes={str(layout.ssh): {"bind": SSH_MOUNT, "mode": "ro"}})
+    except APIError as error:
+        raise ProvisionError(f"starting container {record.container(node)} failed: "
+                             f"{one_line(error.explanation or str(error), 200)}") from None
+
+
+def _wait_for_sshd(client: Any, record: DockerRecord) -> None:
+    def wait(index: int) -> None:
+        node = record.node_names[index - 1]
+        try:
+            sshd.wait_ready(record.address(index), SSHD_READY_TIMEOUT_S, Path("/nonexistent"))
+        except ProvisionError:
+            raise ProvisionError(f"sshd in container {record.container(node)} did not accept connections "
+                                 f"within {SSHD_READY_TIMEOUT_S} s: {_container_log(client, record, node)}") from None
+
+    with ThreadPoolExecutor(max_workers=record.size) as executor:
+        for future in [executor.submit(wait, i) for i in range(1, record.size + 1)]:
+            future.result()
+
+
+def _container_log(client: Any, record: DockerRecord, node: str) -> str:
+    from docker.errors import DockerException
+    try:
+        container = client.containers.get(record.container(node))
+        logs = container.logs(tail=3).decode(errors="replace")
+        return one_line(f"status {container.status}; {logs}") or "no log output"
+    except DockerException as error:
+        return one_line(str(error))
+
+
+# -- removing ---------------------------------------------------------------------------
+
+
+def _remove_locked(client: Any, home: Path, name: str) -> bool:
+    layout = Layout(home, name)
+    present = layout.root.exists() or any(owned(client, home, name).values())
+    if present:
+        _teardown(client, home, name, layout.root)
+    return present
+
+
+def _sweep_locked(client: Any, home: Path) -> list[str]:
+    removed = []
+    known = set()
+    for state_dir in _state_dirs(home):
+        record = _read_record(state_dir)
+        known.add(state_dir.name)
+        reason = _stale_reason(client, record, home)
+        if reason is not None:
+            _teardown(client, home, state_dir.name, state_dir)
+            removed.append(f"docker cluster {state_dir.name}: {reason}")
+    objects = owned(client, home)
+    names = {(_labels_of(o).get(LABEL_CLUSTER) or "") for o in objects["containers"] + objects["networks"]}
+    for cluster in sorted(names - known - {""}):
+        _teardown(client, home, cluster, None)
+        removed.append(f"docker cluster {cluster}: containers/network without a state directory")
+    return removed
+
+
+def _labels_of(obj: Any) -> dict[str, str]:
+    attrs = obj.attrs
+    return attrs.get("Labels") or (attrs.get("Config") or {}).get("Labels") or {}
+
+
+def _stale_reason(client: Any, record: DockerRecord | None, home: Path) -> str | None:
+    """Why a docker cluster counts as left behind by a crash, or None if it is in use."""
+    if record is None:
+        return "its state directory has no readable cluster.json"
+    owner_gone = not _alive(record.owner_pid, record.owner_start)
+    if owner_gone and record.status == "creating":
+        return f"its creation by pid {record.owner_pid} never finished"
+    if owner_gone and not record.persistent:
+        return f"its owner (pid {record.owner_pid}) has exited"
+    if record.status == "ready":
+        running = [c for c in owned(client, home, record.name)["containers"] if c.status == "running"]
+        if len(running) < record.size:
+            return "some of its containers are gone or stopped (engine restarted?)"
+    return None
+
+
+def _teardown(client: Any, home: Path, name: str, state_dir: Path | None) -> None:
+    """Remove the containers and network of `name` plus the state directory; idempotent."""
+    from docker.errors import NotFound
+    objects = owned(client, home, name)
+    for container in objects["containers"]:
+        try:
+            container.remove(force=True, v=True)
+        except NotFound:
+            pass
+    for network in objects["networks"]:
+        try:
+            network.remove()
+        except NotFound:
+            pass
+    if not _poll(lambda: not any(owned(client, home, name).values()), timeout=20):
+        left = owned(client, home, name)
+        names = [c.name for c in left["containers"]] + [n.name for n in left["networks"]]
+        raise ProvisionError(f"could not remove Docker objects {', '.join(names)} of cluster {name}")
+    if state_dir is not None:
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+# -- state directory ----------------------------------------------------------------------
+
+
+def _state_dirs(home: Path) -> list[Path]:
+    base = home / "docker"
+    return sorted(p for p in base.iterdir() if p.is_dir()) if base.exists() else []
+
+
+def _read_record(state_dir: Path) -> DockerRecord | None:
+    try:
+        return DockerRecord.model_validate_json((state_dir / "cluster.json").read_text())
+    except (OSError, ValidationError):
+        return None
+
+
+def _write_record(layout: Layout, record: DockerRecord) -> None:
+    tmp = layout.record.with_suffix(".tmp")
+    tmp.write_text(record.model_dump_json(indent=2))
+    tmp.replace(layout.record)

@@ -1,0 +1,227 @@
+"""The docker provider: containers as nodes on a real Docker engine.
+
+Unit-level logic (subnets, image tags, error lines) runs everywhere; the
+rest needs a Docker engine (`CHAOS_DOCKER=1 bash scripts/setup.sh` starts
+one) and fails in CI without it. Every cluster has a unique name and lives in
+a CHAOS_HOME of its own, and the module checks at the end that no container
+or network of those homes is left.
+"""
+from __future__ import annotations
+
+import io
+import ipaddress
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from inventory import Pool, ProvisionError, docker
+from tests.conftest import require, unique_cluster_name
+
+REPO = Path(__file__).resolve().parent.parent
+CHAOS = str(Path(sys.executable).parent / "chaos")
+
+
+def engine_or_skip():
+    try:
+        client = docker.engine()
+    except ProvisionError as error:
+        require(False, f"needs a Docker engine ({error})")
+    require(os.geteuid() == 0, "needs root: builds the node image with debootstrap")
+    return client
+
+
+def chaos(*args: str, home: Path, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CHAOS, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                          env={**os.environ, "CHAOS_HOME": str(home), **env})
+
+
+def leftovers(client, home: Path) -> list[str]:
+    objects = docker.owned(client, home)
+    return [c.name for c in objects["containers"]] + [n.name for n in objects["networks"]]
+
+
+# -- logic without an engine ------------------------------------------------------------
+
+
+def test_the_subnet_derived_from_the_name_skips_taken_ones():
+    first = docker.choose_subnet("a", set())
+    assert docker.choose_subnet("a", set()) == first
+    assert docker.choose_subnet("a", {first}) == (first + 1) % 256
+
+
+def test_subnets_overlapping_a_host_network_count_as_in_use():
+    used = docker.subnets_in_use([ipaddress.IPv4Network("10.214.8.0/22"), ipaddress.IPv4Network("10.213.0.0/16")])
+    assert used == {8, 9, 10, 11}
+
+
+def test_a_subnet_outside_the_provider_range_is_refused_with_the_range():
+    with pytest.raises(ProvisionError, match=r"give a 10\.214\.X\.0/24 network"):
+        docker._parse_subnet("192.168.1.0/24")
+    with pytest.raises(ProvisionError, match="--subnet 'nonsense'"):
+        docker._parse_subnet("nonsense")
+    assert docker._parse_subnet("10.214.77.0/24") == 77
+
+
+def test_the_image_tag_changes_with_its_source_and_not_otherwise():
+    assert docker.image_tag(docker.DEBOOTSTRAP) == docker.image_tag(docker.DEBOOTSTRAP)
+    assert docker.image_tag(docker.DEBOOTSTRAP) != docker.image_tag("debian:bookworm")
+    assert docker.image_tag("x").startswith(f"{docker.IMAGE_REPOSITORY}:")
+
+
+def test_a_socket_without_permission_is_told_apart_from_a_missing_engine():
+    denied = docker._engine_problem(_chained(PermissionError(13, "denied")))
+    assert "no permission" in denied and "docker group" in denied
+    missing = docker._engine_problem(_chained(FileNotFoundError(2, "no such file")))
+    assert "no Docker engine answers" in missing and docker.SETUP_HINT in missing
+
+
+def _chained(cause: Exception) -> Exception:
+    try:
+        try:
+            raise cause
+        except Exception as inner:
+            raise RuntimeError("Error while fetching server API version") from inner
+    except RuntimeError as outer:
+        return outer
+
+
+def test_up_without_an_engine_says_how_to_start_one_and_leaves_nothing(tmp_path):
+    missing = f"unix://{tmp_path}/no-docker.sock"
+    result = chaos("up", "--provider", "docker", "--name", unique_cluster_name("d"), "-n", "3",
+                   home=tmp_path / "home", DOCKER_HOST=missing)
+    assert result.returncode == 3, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no Docker engine answers" in lines[0] and "CHAOS_DOCKER=1" in lines[0]
+    assert not (tmp_path / "home" / "docker").exists() or not any((tmp_path / "home" / "docker").iterdir())
+
+
+def test_docker_options_are_refused_for_the_netns_provider(tmp_path):
+    result = chaos("up", "--image", "debian:bookworm", "--name", unique_cluster_name("d"), home=tmp_path)
+    assert result.returncode == 3 and "--provider docker" in result.stderr
+    result = chaos("down", "--image", "--name", unique_cluster_name("d"), home=tmp_path)
+    assert result.returncode == 3 and "--provider docker" in result.stderr
+
+
+# -- on a real engine -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A CHAOS_HOME for this module; at the end nothing labelled with it may remain."""
+    path = tmp_path_factory.mktemp("chaos-home")
+    yield path
+    try:
+        client = docker.engine()
+    except ProvisionError:
+        return
+    left = leftovers(client, path)
+    for record in docker.clusters(home=path):
+        docker.down(record.name, home=path)
+    assert not left, f"left behind: {left}"
+
+
+@pytest.fixture(scope="module")
+def cluster(home):
+    """Three containers, shared by the tests that only look at them."""
+    client = engine_or_skip()
+    name = unique_cluster_name("d")
+    inventory = docker.up(name, 3, home=home, persistent=False)
+    try:
+        with Pool(inventory) as pool:
+            yield client, inventory, pool
+    finally:
+        docker.down(name, home=home)
+
+
+def test_nodes_are_containers_with_fixed_addresses_net_admin_and_no_privileges(cluster):
+    client, inventory, pool = cluster
+    assert inventory.kind == "docker" and inventory.source.is_file()
+    for index, node in enumerate(inventory.nodes, start=1):
+        container = client.containers.get(f"rmqc-{inventory.name}-{node.name}")
+        host_config = container.attrs["HostConfig"]
+        assert host_config["Privileged"] is False
+        assert host_config["CapAdd"] == ["CAP_NET_ADMIN"] or host_config["CapAdd"] == ["NET_ADMIN"]
+        labels = container.labels
+        assert labels[docker.LABEL_CLUSTER] == inventory.name and labels[docker.LABEL_ROLE] == "node"
+        networks = container.attrs["NetworkSettings"]["Networks"]
+        assert networks[f"rmqc-{inventory.name}"]["IPAddress"] == node.host
+        assert node.host.startswith(docker.NETWORK_PREFIX + ".") and node.host.endswith(f".{10 + index}")
+        assert pool.run(node.name, ["hostname"]).stdout.strip() == node.name
+
+
+def test_each_container_has_its_own_iptables_and_the_other_nodes_do_not_see_its_rules(cluster):
+    _, inventory, pool = cluster
+    n1, n2, n3 = inventory.nodes
+    pool.run("n1", ["iptables", "-w", "-A", "OUTPUT", "-d", n2.host, "-m", "statistic", "--mode", "random",
+                    "--probability", "1", "-j", "DROP"])
+    try:
+        cut = pool.run("n1", f"python3 -c 'import socket; socket.create_connection((\"{n2.host}\", 22), 2)'",
+                       check=False)
+        assert cut.exited != 0
+        assert pool.run("n3", f"python3 -c 'import socket; socket.create_connection((\"{n2.host}\", 22), 2)'",
+                        check=False).exited == 0
+        assert n2.host not in pool.run("n3", ["iptables", "-w", "-S"]).stdout
+    finally:
+        pool.run("n1", ["iptables", "-w", "-F", "OUTPUT"])
+
+
+def test_a_second_up_reuses_the_cached_image(cluster):
+    client, _, _ = cluster
+    tag = docker.image_tag(docker.DEBOOTSTRAP)
+    created = client.images.get(tag).attrs["Created"]
+    assert docker.build_image(client) == tag
+    assert client.images.get(tag).attrs["Created"] == created
+
+
+def test_a_subnet_already_in_use_is_refused_and_leaves_nothing(cluster, home, tmp_path):
+    client, inventory, _ = cluster
+    taken = str(ipaddress.IPv4Network(f"{inventory.nodes[0].host}/24", strict=False))
+    name = unique_cluster_name("d")
+    result = chaos("up", "--provider", "docker", "--name", name, "-n", "3", "--subnet", taken, home=home)
+    assert result.returncode == 3
+    assert result.stderr.strip().count("\n") == 0 and f"subnet {taken} is already in use" in result.stderr
+    assert not (home / "docker" / name).exists()
+    assert not docker.owned(client, home, name)["containers"] + docker.owned(client, home, name)["networks"]
+
+
+def test_an_image_build_that_fails_names_the_step_and_leaves_nothing(cluster, home):
+    client, _, _ = cluster
+    broken = _image_without_a_shell(client)
+    name = unique_cluster_name("d")
+    try:
+        result = chaos("up", "--provider", "docker", "--name", name, "-n", "3", "--image", broken, home=home)
+    finally:
+        client.images.remove(broken, force=True)
+    assert result.returncode == 3
+    line = result.stderr.strip()
+    assert "\n" not in line and f"building the node image on {broken} failed" in line
+    assert not (home / "docker" / name).exists()
+    assert not any(docker.owned(client, home, name).values())
+    from docker.errors import ImageNotFound
+    with pytest.raises(ImageNotFound):
+        client.images.get(docker.image_tag(broken))
+
+
+def _image_without_a_shell(client) -> str:
+    """A one-file image: `RUN` cannot work in it, so building on it must fail."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        info = tarfile.TarInfo("hello.txt")
+        content = b"no shell here\n"
+        info.size = len(content)
+        tar.addfile(info, io.BytesIO(content))
+    tag = f"rocketmq-chaos-test-broken:{unique_cluster_name('b').lower()}"
+    repository, version = tag.split(":")
+    client.api.import_image_from_data(data.getvalue(), repository=repository, tag=version)
+    return tag
+
+
+def test_an_image_missing_from_the_engine_is_refused_without_pulling(tmp_path):
+    engine_or_skip()
+    result = chaos("up", "--provider", "docker", "--name", unique_cluster_name("d"), "-n", "3",
+                   "--image", "rocketmq-chaos-test/not-here:1", home=tmp_path)
+    assert result.returncode == 3 and "is not in the local Docker engine" in result.stderr
