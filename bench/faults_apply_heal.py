@@ -29,7 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import faults  # noqa: E402
 import nuclei  # noqa: E402
-from inventory import Pool, netns  # noqa: E402
+from inventory import Pool, docker, netns  # noqa: E402
+
+PROVIDERS = {"netns": netns, "docker": docker}
 
 SLEEPER = "import time\nwhile True: time.sleep(60)\n"
 
@@ -46,9 +48,9 @@ def summary(samples: list[float]) -> str:
     return f"p50 {statistics.median(ordered):7.1f}  p90 {p90:7.1f}  max {ordered[-1]:7.1f}"
 
 
-def bench_size(size: int, rounds: int, work: Path) -> None:
+def bench_size(size: int, rounds: int, work: Path, provider=netns) -> None:
     name = f"bench{os.getpid()}-{secrets.token_hex(2)}"
-    inventory = netns.up(name, size, persistent=False)
+    inventory = provider.up(name, size, persistent=False)
     procs = {n.name: nuclei.Proc(n.name, "sleeper", pidfile=f"{n.workdir}/sleeper.pid",
                                  argv=("python3", "-c", SLEEPER, n.workdir), role="broker",
                                  logfile=f"{n.workdir}/sleeper.log") for n in inventory.nodes}
@@ -97,17 +99,19 @@ def bench_size(size: int, rounds: int, work: Path) -> None:
         with Pool(inventory) as cleanup:
             for proc in procs.values():
                 cleanup.run(proc.node, f"kill -9 $(cat {proc.pidfile}) 2>/dev/null", check=False)
-        netns.down(name)
+        provider.down(name)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, action="append", help="cluster size (repeatable; default 5 and 9)")
     parser.add_argument("--rounds", type=int, default=20, help="warm rounds per size")
+    parser.add_argument("--provider", choices=sorted(PROVIDERS), default="netns",
+                        help="netns nodes or docker containers (needs a Docker engine)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="chaos-bench-") as work:
         for size in args.nodes or [5, 9]:
-            bench_size(size, args.rounds, Path(work))
+            bench_size(size, args.rounds, Path(work), PROVIDERS[args.provider])
 
 
 if __name__ == "__main__":

@@ -275,12 +275,20 @@ def image_tag(source: str) -> str:
 
 
 def remove_images(client: Any) -> list[str]:
-    """Remove every node image this provider built; their tags."""
+    """Remove every node image this provider built, and debootstrap's .deb cache."""
     removed = []
     for image in client.images.list(filters={"label": f"{LABEL_ROLE}=image"}):
         client.images.remove(image.id, force=True)
         removed.append(f"image {', '.join(image.tags) or image.short_id}: removed")
+    if build_dir().exists():
+        shutil.rmtree(build_dir())
+        removed.append(f"build cache {build_dir()}: removed")
     return removed
+
+
+def build_dir() -> Path:
+    """Where debootstrap works and keeps its downloaded packages."""
+    return chaos_home() / "docker-build"
 
 
 def _image_labels() -> dict[str, str]:
@@ -293,12 +301,12 @@ def _import_debootstrap(client: Any, tag: str) -> None:
                              "or build on a local image with --image IMAGE")
     if os.geteuid() != 0:
         raise ProvisionError("root is needed to build the node image with debootstrap; run it as root")
-    build_dir = chaos_home() / "docker-build"
-    (build_dir / "debs").mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=build_dir, prefix="rootfs-") as tmp:
+    cache = build_dir() / "debs"
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=build_dir(), prefix="rootfs-") as tmp:
         rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
         _run_build_step(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES + EXTRA_PACKAGES)}",
-                         f"--cache-dir={build_dir / 'debs'}", _suite(), str(rootfs), _mirror()], "debootstrap")
+                         f"--cache-dir={cache}", _suite(), str(rootfs), _mirror()], "debootstrap")
         for key in (rootfs / "etc" / "ssh").glob("ssh_host_*"):
             key.unlink()  # every cluster brings its own host key
         (rootfs / "run" / "sshd").mkdir(parents=True, exist_ok=True)

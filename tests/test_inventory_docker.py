@@ -10,38 +10,17 @@ from __future__ import annotations
 
 import io
 import ipaddress
-import os
-import subprocess
-import sys
 import tarfile
-from pathlib import Path
 
 import pytest
 
+import faults
+import nuclei
+from conftest import unique_cluster_name
+from docker_support import chaos, engine_or_skip, leftovers
+from faults_support import make_context, proc_state, start_servers, stop_servers, views_measured
 from inventory import Pool, ProvisionError, docker
-from tests.conftest import require, unique_cluster_name
-
-REPO = Path(__file__).resolve().parent.parent
-CHAOS = str(Path(sys.executable).parent / "chaos")
-
-
-def engine_or_skip():
-    try:
-        client = docker.engine()
-    except ProvisionError as error:
-        require(False, f"needs a Docker engine ({error})")
-    require(os.geteuid() == 0, "needs root: builds the node image with debootstrap")
-    return client
-
-
-def chaos(*args: str, home: Path, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CHAOS, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO,
-                          env={**os.environ, "CHAOS_HOME": str(home), **env})
-
-
-def leftovers(client, home: Path) -> list[str]:
-    objects = docker.owned(client, home)
-    return [c.name for c in objects["containers"]] + [n.name for n in objects["networks"]]
+from faults import grudge as shapes
 
 
 # -- logic without an engine ------------------------------------------------------------
@@ -153,22 +132,6 @@ def test_nodes_are_containers_with_fixed_addresses_net_admin_and_no_privileges(c
         assert pool.run(node.name, ["hostname"]).stdout.strip() == node.name
 
 
-def test_each_container_has_its_own_iptables_and_the_other_nodes_do_not_see_its_rules(cluster):
-    _, inventory, pool = cluster
-    n1, n2, n3 = inventory.nodes
-    pool.run("n1", ["iptables", "-w", "-A", "OUTPUT", "-d", n2.host, "-m", "statistic", "--mode", "random",
-                    "--probability", "1", "-j", "DROP"])
-    try:
-        cut = pool.run("n1", f"python3 -c 'import socket; socket.create_connection((\"{n2.host}\", 22), 2)'",
-                       check=False)
-        assert cut.exited != 0
-        assert pool.run("n3", f"python3 -c 'import socket; socket.create_connection((\"{n2.host}\", 22), 2)'",
-                        check=False).exited == 0
-        assert n2.host not in pool.run("n3", ["iptables", "-w", "-S"]).stdout
-    finally:
-        pool.run("n1", ["iptables", "-w", "-F", "OUTPUT"])
-
-
 def test_a_second_up_reuses_the_cached_image(cluster):
     client, _, _ = cluster
     tag = docker.image_tag(docker.DEBOOTSTRAP)
@@ -225,3 +188,69 @@ def test_an_image_missing_from_the_engine_is_refused_without_pulling(tmp_path):
     result = chaos("up", "--provider", "docker", "--name", unique_cluster_name("d"), "-n", "3",
                    "--image", "rocketmq-chaos-test/not-here:1", home=tmp_path)
     assert result.returncode == 3 and "is not in the local Docker engine" in result.stderr
+
+
+# -- every fault family inside containers ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def servers(cluster):
+    """One small TCP server per container, as kill/suspend targets and partition probes."""
+    _, inventory, pool = cluster
+    procs = start_servers(inventory, pool)
+    try:
+        yield procs
+    finally:
+        stop_servers(pool, procs)
+
+
+@pytest.fixture
+def ctx(cluster, servers, tmp_path):
+    _, inventory, pool = cluster
+    context = make_context(inventory, pool, tmp_path, servers, leader="n2")
+    yield context
+    assert nuclei.heal(pool, context.journal).ok
+
+
+def test_a_kill_in_a_container_kills_the_target_and_stop_restarts_it_without_zombies(cluster, servers, ctx):
+    _, _, pool = cluster
+    nemesis = faults.create("fixed-kill", targets=["n1"])
+    old_pid = nuclei.inspect(pool, servers["n1"])[0].pid
+    handle = nemesis.start(ctx)
+    assert proc_state(pool, servers["n1"]) is None and proc_state(pool, servers["n2"]) in ("S", "R")
+    zombies = pool.run("n1", "ps -eo stat= | grep -c '^Z' || true").stdout.strip()
+    assert zombies == "0"  # sshd, as process 1 of the container, reaps the killed server
+    nemesis.stop(ctx, handle)
+    restarted = nuclei.inspect(pool, servers["n1"])
+    assert restarted[0].pid != old_pid and restarted[0].state in ("S", "R")
+
+
+def test_a_suspend_in_a_container_stops_the_target_and_stop_resumes_it(cluster, servers, ctx):
+    _, _, pool = cluster
+    nemesis = faults.create("leader-suspend")
+    handle = nemesis.start(ctx)
+    assert handle.targets == ["n2"] and proc_state(pool, servers["n2"]) == "T"
+    nemesis.stop(ctx, handle)
+    assert proc_state(pool, servers["n2"]) in ("S", "R")
+
+
+def test_a_partition_between_containers_cuts_exactly_the_grudge_and_heals(cluster, servers, ctx):
+    _, inventory, pool = cluster
+    nemesis = faults.create("random-partition")
+    handle = nemesis.start(ctx)
+    expected = shapes.views({k: set(v) for k, v in handle.grudge.items()}, ctx.names)
+    assert views_measured(inventory, pool) == expected
+    nemesis.stop(ctx, handle)
+    assert all(view == set(ctx.names) for view in views_measured(inventory, pool).values())
+
+
+def test_random_loss_in_containers_puts_statistic_rules_in_each_own_chain(cluster, ctx):
+    _, _, pool = cluster
+    nemesis = faults.create("random-loss", probability=0.35)
+    handle = nemesis.start(ctx)
+    for node in ctx.names:
+        rules = nuclei.chain_rules(pool, node)
+        assert len(rules) == 2 * len(handle.details["loss"].get(node, []))
+        assert all("--probability 0.35" in rule for rule in rules)
+    nemesis.stop(ctx, handle)
+    assert all(nuclei.chain_rules(pool, node) == [] for node in ctx.names)
