@@ -39,11 +39,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from inventory import sshd
 from inventory.errors import ProvisionError, one_line
 from inventory.model import Inventory, Node
+from inventory import netns
 from inventory.netns import (
     DEFAULT_NAME,
     DEFAULT_NODES,
@@ -55,7 +56,10 @@ from inventory.netns import (
     _locked,
     _poll,
     _start_time,
+    _write_record,
     chaos_home,
+    choose_subnet,
+    subnets_in_use,
 )
 
 __all__ = ["DEFAULT_NAME", "DEFAULT_NODES", "MAX_NODES", "MIN_NODES", "DEBOOTSTRAP", "build_image",
@@ -379,22 +383,6 @@ def _mirror() -> str:
 # -- building a cluster -----------------------------------------------------------------
 
 
-def choose_subnet(name: str, taken: set[int]) -> int:
-    """Third octet of 10.214.X.0/24: derived from the name, else the next free one."""
-    start = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % 256
-    for step in range(256):
-        candidate = (start + step) % 256
-        if candidate not in taken:
-            return candidate
-    raise ProvisionError(f"every subnet {NETWORK_PREFIX}.X.0/24 is in use on this host")
-
-
-def subnets_in_use(networks: list[ipaddress.IPv4Network]) -> set[int]:
-    """Which 10.214.X.0/24 overlap one of `networks`."""
-    return {x for x in range(256)
-            if any(ipaddress.ip_network(f"{NETWORK_PREFIX}.{x}.0/24").overlaps(n) for n in networks)}
-
-
 def _parse_subnet(subnet: str | None) -> int | None:
     if subnet is None:
         return None
@@ -422,11 +410,11 @@ def _docker_networks(client: Any) -> list[ipaddress.IPv4Network]:
 def _reserve(client: Any, home: Path, name: str, size: int, persistent: bool, image: str,
              requested: int | None) -> DockerRecord:
     """Pick the subnet and write the record (caller holds the lock)."""
-    used = {r.subnet for r in clusters(home=home)} | subnets_in_use(_host_networks() + _docker_networks(client))
+    used = {r.subnet for r in clusters(home=home)} | subnets_in_use(_host_networks() + _docker_networks(client), NETWORK_PREFIX)
     if requested is not None and requested in used:
         raise ProvisionError(f"subnet {NETWORK_PREFIX}.{requested}.0/24 is already in use on this host "
                              "(a route, an address or a Docker network): pick another --subnet or leave it out")
-    subnet = requested if requested is not None else choose_subnet(name, used)
+    subnet = requested if requested is not None else choose_subnet(name, used, NETWORK_PREFIX)
     pid = os.getpid()
     record = DockerRecord(name=name, subnet=subnet, size=size, image=image, owner_pid=pid,
                           owner_start=_start_time(pid) or 0, persistent=persistent)
@@ -601,18 +589,8 @@ def _teardown(client: Any, home: Path, name: str, state_dir: Path | None) -> Non
 
 
 def _state_dirs(home: Path) -> list[Path]:
-    base = home / "docker"
-    return sorted(p for p in base.iterdir() if p.is_dir()) if base.exists() else []
+    return netns._state_dirs(home, "docker")
 
 
 def _read_record(state_dir: Path) -> DockerRecord | None:
-    try:
-        return DockerRecord.model_validate_json((state_dir / "cluster.json").read_text())
-    except (OSError, ValidationError):
-        return None
-
-
-def _write_record(layout: Layout, record: DockerRecord) -> None:
-    tmp = layout.record.with_suffix(".tmp")
-    tmp.write_text(record.model_dump_json(indent=2))
-    tmp.replace(layout.record)
+    return netns._read_record(state_dir, DockerRecord)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -211,20 +211,20 @@ def choose_tag(name: str, used: dict[str, str]) -> str:
     raise ProvisionError("no free cluster tag (too many local clusters)")
 
 
-def choose_subnet(name: str, taken: set[int]) -> int:
-    """Third octet of 10.213.X.0/24: derived from the name, else the next free one."""
+def choose_subnet(name: str, taken: set[int], prefix: str = NETWORK_PREFIX) -> int:
+    """Third octet of 10.213.X.0/24 (or `prefix`.X.0/24): derived from the name, else the next free one."""
     start = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % 256
     for step in range(256):
         candidate = (start + step) % 256
         if candidate not in taken:
             return candidate
-    raise ProvisionError(f"every subnet {NETWORK_PREFIX}.X.0/24 is in use on this host")
+    raise ProvisionError(f"every subnet {prefix}.X.0/24 is in use on this host")
 
 
-def subnets_in_use(networks: list[ipaddress.IPv4Network]) -> set[int]:
-    """Which 10.213.X.0/24 overlap a network already configured on the host."""
+def subnets_in_use(networks: list[ipaddress.IPv4Network], prefix: str = NETWORK_PREFIX) -> set[int]:
+    """Which 10.213.X.0/24 (or `prefix`.X.0/24) overlap a network already configured on the host."""
     return {x for x in range(256)
-            if any(ipaddress.ip_network(f"{NETWORK_PREFIX}.{x}.0/24").overlaps(n) for n in networks)}
+            if any(ipaddress.ip_network(f"{prefix}.{x}.0/24").overlaps(n) for n in networks)}
 
 
 # -- building ---------------------------------------------------------------------
@@ -531,14 +531,15 @@ def process_alive(pid: int, start: int) -> bool:
 # -- state directory --------------------------------------------------------------------
 
 
-def _state_dirs(home: Path) -> list[Path]:
-    base = home / "clusters"
+def _state_dirs(home: Path, kind: str = "clusters") -> list[Path]:
+    base = home / kind
     return sorted(p for p in base.iterdir() if p.is_dir()) if base.exists() else []
 
 
-def _read_record(state_dir: Path) -> ClusterRecord | None:
+def _read_record(state_dir: Path, model: type[BaseModel] = ClusterRecord) -> Any:
+    """The `model` in state_dir/cluster.json, or None if it is missing or unreadable."""
     try:
-        return ClusterRecord.model_validate_json((state_dir / "cluster.json").read_text())
+        return model.model_validate_json((state_dir / "cluster.json").read_text())
     except (OSError, ValidationError):
         return None
 

@@ -26,15 +26,9 @@ from faults import grudge as shapes
 # -- logic without an engine ------------------------------------------------------------
 
 
-def test_the_subnet_derived_from_the_name_skips_taken_ones():
-    first = docker.choose_subnet("a", set())
-    assert docker.choose_subnet("a", set()) == first
-    assert docker.choose_subnet("a", {first}) == (first + 1) % 256
-
-
-def test_subnets_overlapping_a_host_network_count_as_in_use():
-    used = docker.subnets_in_use([ipaddress.IPv4Network("10.214.8.0/22"), ipaddress.IPv4Network("10.213.0.0/16")])
-    assert used == {8, 9, 10, 11}
+def test_subnets_overlapping_a_host_network_count_as_in_use_in_the_provider_range():
+    networks = [ipaddress.IPv4Network("10.214.8.0/22"), ipaddress.IPv4Network("10.213.0.0/16")]
+    assert docker.subnets_in_use(networks, docker.NETWORK_PREFIX) == {8, 9, 10, 11}
 
 
 def test_a_subnet_outside_the_provider_range_is_refused_with_the_range():
