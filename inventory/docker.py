@@ -35,7 +35,8 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Literal
 
@@ -200,7 +201,7 @@ def up(name: str = DEFAULT_NAME, nodes: int = DEFAULT_NODES, *, home: Path | Non
         record = _reserve(client, home, name, nodes, persistent, node_image, requested)
     layout = Layout(home, name)
     try:
-        return _build(client, record, layout, on_node)
+        return _finish_in_worker(lambda cancelled: _build(client, record, layout, on_node, cancelled))
     except BaseException:
         _teardown(client, home, name, layout.root)
         raise
@@ -424,10 +425,33 @@ def _reserve(client: Any, home: Path, name: str, size: int, persistent: bool, im
     return record
 
 
-def _build(client: Any, record: DockerRecord, layout: Layout, on_node: Callable[[str], None] | None) -> Inventory:
+def _finish_in_worker(build: Callable[[threading.Event], Inventory]) -> Inventory:
+    """Run `build` in a worker thread so that a stop signal (raised in the main thread)
+    never aborts a request to the engine halfway: the engine would still create the
+    container after we had listed what to remove. On a stop, the worker is told to
+    quit after its current request, and we wait for it before the caller tears down."""
+    cancelled = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        future = executor.submit(build, cancelled)
+        try:
+            return future.result()
+        except BaseException:
+            cancelled.set()
+            while not future.done():
+                try:
+                    wait([future])
+                except KeyboardInterrupt:  # already stopping; keep waiting for the worker
+                    continue
+            raise
+
+
+def _build(client: Any, record: DockerRecord, layout: Layout, on_node: Callable[[str], None] | None,
+           cancelled: threading.Event) -> Inventory:
     _make_keys(record, layout)
     _make_network(client, record, home=layout.root.parent.parent)
     for index, node in enumerate(record.node_names, start=1):
+        if cancelled.is_set():
+            raise ProvisionError(f"creating docker cluster {record.name} was stopped")
         _start_container(client, record, layout, index, node)
         if on_node is not None:
             on_node(node)
@@ -565,19 +589,21 @@ def _stale_reason(client: Any, record: DockerRecord | None, home: Path) -> str |
 
 def _teardown(client: Any, home: Path, name: str, state_dir: Path | None) -> None:
     """Remove the containers and network of `name` plus the state directory; idempotent."""
-    from docker.errors import NotFound
-    objects = owned(client, home, name)
-    for container in objects["containers"]:
-        try:
-            container.remove(force=True, v=True)
-        except NotFound:
-            pass
-    for network in objects["networks"]:
-        try:
-            network.remove()
-        except NotFound:
-            pass
-    if not _poll(lambda: not any(owned(client, home, name).values()), timeout=20):
+    from docker.errors import APIError
+
+    def remove_all() -> bool:
+        """One pass: containers first, then the network; True once nothing is left."""
+        objects = owned(client, home, name)
+        removals = [lambda c=c: c.remove(force=True, v=True) for c in objects["containers"]]
+        removals += [n.remove for n in objects["networks"]]
+        for remove in removals:
+            try:
+                remove()
+            except APIError:  # gone already, or the network still has an endpoint: next pass
+                pass
+        return not any(objects.values())
+
+    if not _poll(remove_all, timeout=20, interval=0.2):
         left = owned(client, home, name)
         names = [c.name for c in left["containers"]] + [n.name for n in left["networks"]]
         raise ProvisionError(f"could not remove Docker objects {', '.join(names)} of cluster {name}")

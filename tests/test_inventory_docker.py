@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import io
 import ipaddress
+import os
+import signal
+import subprocess
 import tarfile
+import time
 
 import pytest
 
 import faults
 import nuclei
 from conftest import unique_cluster_name
-from docker_support import chaos, engine_or_skip, leftovers
+from docker_support import CHAOS, chaos, engine_or_skip, leftovers
 from faults_support import make_context, proc_state, start_servers, stop_servers, views_measured
 from inventory import Pool, ProvisionError, docker
 from faults import grudge as shapes
@@ -248,3 +252,24 @@ def test_random_loss_in_containers_puts_statistic_rules_in_each_own_chain(cluste
         assert all("--probability 0.35" in rule for rule in rules)
     nemesis.stop(ctx, handle)
     assert all(nuclei.chain_rules(pool, node) == [] for node in ctx.names)
+
+
+def test_sigterm_while_up_is_creating_containers_removes_everything_it_created(cluster, home):
+    client, _, _ = cluster
+    name = unique_cluster_name("d")
+    proc = subprocess.Popen([CHAOS, "up", "--provider", "docker", "--name", name, "-n", "5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CHAOS_HOME": str(home)})
+    try:
+        deadline = time.monotonic() + 120
+        while not docker.owned(client, home, name)["containers"]:
+            assert proc.poll() is None and time.monotonic() < deadline, "no container was created"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert not any(docker.owned(client, home, name).values())
+    assert not (home / "docker" / name).exists()
