@@ -23,6 +23,7 @@ import nuclei
 from conftest import unique_cluster_name
 from docker_support import CHAOS, chaos, engine_or_skip, leftovers
 from faults_support import make_context, proc_state, start_servers, stop_servers, views_measured
+from harness.spec import SpecError, build_spec
 from inventory import Pool, ProvisionError, docker
 from faults import grudge as shapes
 
@@ -74,6 +75,16 @@ def test_up_without_an_engine_says_how_to_start_one_and_leaves_nothing(tmp_path)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "no Docker engine answers" in lines[0] and "CHAOS_DOCKER=1" in lines[0]
     assert not (tmp_path / "home" / "docker").exists() or not any((tmp_path / "home" / "docker").iterdir())
+
+
+def test_a_run_refuses_the_docker_provider_together_with_an_inventory(tmp_path):
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text("nodes: [{name: n1, host: 192.0.2.1}]\n")
+    with pytest.raises(SpecError, match="--provider docker .* or --inventory, not both"):
+        build_spec({"provider": "docker", "inventory": inventory}, check_store=False)
+    with pytest.raises(SpecError, match="--provider"):
+        build_spec({"provider": "podman"}, check_store=False)
+    assert build_spec({"provider": "docker"}, check_store=False).provider == "docker"
 
 
 def test_docker_options_are_refused_for_the_netns_provider(tmp_path):
@@ -128,6 +139,13 @@ def test_nodes_are_containers_with_fixed_addresses_net_admin_and_no_privileges(c
         assert networks[f"rmqc-{inventory.name}"]["IPAddress"] == node.host
         assert node.host.startswith(docker.NETWORK_PREFIX + ".") and node.host.endswith(f".{10 + index}")
         assert pool.run(node.name, ["hostname"]).stdout.strip() == node.name
+
+
+def test_chaos_nodes_finds_a_docker_cluster_by_name_and_reaches_every_container(cluster, home):
+    _, inventory, _ = cluster
+    result = chaos("nodes", "--provider", "docker", "--name", inventory.name, home=home)
+    assert result.returncode == 0, result.stderr
+    assert "(docker, 3 nodes)" in result.stdout and result.stdout.count("yes") == 3
 
 
 def test_a_second_up_reuses_the_cached_image(cluster):
