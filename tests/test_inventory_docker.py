@@ -291,3 +291,20 @@ def test_sigterm_while_up_is_creating_containers_removes_everything_it_created(c
     assert proc.returncode == 130
     assert not any(docker.owned(client, home, name).values())
     assert not (home / "docker" / name).exists()
+
+
+def test_a_cluster_can_be_built_on_a_local_base_image_without_any_download(cluster, home):
+    """--image IMAGE: a Dockerfile on top of an image the user has; ours already has every
+    package, so apt never runs (no network) and the derived image starts working nodes."""
+    client, _, _ = cluster
+    base = docker.image_tag(docker.DEBOOTSTRAP)
+    derived = docker.build_image(client, base)
+    name = unique_cluster_name("d")
+    try:
+        assert derived != base and client.images.get(derived).labels[docker.LABEL_ROLE] == "image"
+        inventory = docker.up(name, 3, home=home, persistent=False, image=base)
+        with Pool(inventory) as pool:
+            assert pool.run("n3", ["python3", "-c", "print('ok')"]).stdout.strip() == "ok"
+    finally:
+        docker.down(name, home=home)
+        client.images.remove(derived, force=True)

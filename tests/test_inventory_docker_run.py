@@ -114,3 +114,19 @@ def _our_rules(client, home: Path) -> list[str]:
         assert code == 0, f"iptables in {container.name}: {output.decode(errors='replace')}"
         rules += [line for line in output.decode().splitlines() if "-j DROP" in line]
     return rules
+
+
+def test_down_with_image_removes_the_node_images_and_the_package_cache(tmp_path, monkeypatch):
+    """Last in the docker tests: it removes the cached image the others use."""
+    client = engine_or_skip()
+    home = tmp_path / "home"
+    monkeypatch.setenv("CHAOS_HOME", str(home))
+    docker.build_image(client)  # cached unless this test runs alone
+    (docker.build_dir() / "debs").mkdir(parents=True, exist_ok=True)
+    (docker.build_dir() / "debs" / "python3.deb").write_bytes(b"cached package")
+    result = chaos("down", "--provider", "docker", "--image", home=home)
+    assert result.returncode == 0, result.stderr
+    assert f"image {docker.image_tag(docker.DEBOOTSTRAP)}: removed" in result.stdout
+    assert f"build cache {docker.build_dir()}: removed" in result.stdout
+    assert not client.images.list(filters={"label": f"{docker.LABEL_ROLE}=image"})
+    assert not docker.build_dir().exists()
