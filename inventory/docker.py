@@ -63,8 +63,8 @@ from inventory.netns import (
     subnets_in_use,
 )
 
-__all__ = ["DEFAULT_NAME", "DEFAULT_NODES", "MAX_NODES", "MIN_NODES", "DEBOOTSTRAP", "build_image",
-           "clusters", "down", "down_stale", "engine", "inventory_path", "up"]
+__all__ = ["DEBOOTSTRAP", "DEFAULT_NAME", "DEFAULT_NODES", "MAX_NODES", "MIN_NODES", "build_dir", "build_image",
+           "clusters", "down", "down_stale", "engine", "image_tag", "inventory_path", "owned", "remove_images", "up"]
 
 NETWORK_PREFIX = "10.214"  # the netns provider uses 10.213.X.0/24
 LABEL = "io.rocketmq-chaos"
@@ -310,8 +310,11 @@ def _import_debootstrap(client: Any, tag: str) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=build_dir(), prefix="rootfs-") as tmp:
         rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
-        _run_build_step(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES + EXTRA_PACKAGES)}",
-                         f"--cache-dir={cache}", _suite(), str(rootfs), _mirror()], "debootstrap")
+        try:
+            _run_build_step(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES + EXTRA_PACKAGES)}",
+                             f"--cache-dir={cache}", _suite(), str(rootfs), _mirror()], "debootstrap")
+        finally:
+            unmount_below(rootfs)
         for key in (rootfs / "etc" / "ssh").glob("ssh_host_*"):
             key.unlink()  # every cluster brings its own host key
         (rootfs / "run" / "sshd").mkdir(parents=True, exist_ok=True)
@@ -344,6 +347,21 @@ def _build_on(client: Any, base: str, tag: str) -> None:
                              + (f" (last output: {one_line(last, 120)})" if last else "")) from None
     except DockerException as error:
         raise ProvisionError(f"building the node image on {base} failed: {one_line(str(error))}") from None
+
+
+def unmount_below(root: Path) -> None:
+    """Lazily unmount everything mounted below `root`, deepest first.
+
+    debootstrap mounts /proc and /sys inside its target; one that failed or
+    was stopped leaves them mounted, and removing the tree would then fail.
+    """
+    prefix = str(root.resolve()) + "/"
+    try:
+        points = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return
+    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True)
 
 
 def _run_build_step(argv: list[str], what: str) -> None:

@@ -15,12 +15,13 @@ import signal
 import subprocess
 import tarfile
 import time
+from pathlib import Path
 
 import pytest
 
 import faults
 import nuclei
-from conftest import unique_cluster_name
+from conftest import require, unique_cluster_name
 from docker_support import CHAOS, chaos, engine_or_skip, leftovers
 from faults_support import make_context, proc_state, start_servers, stop_servers, views_measured
 from harness.spec import SpecError, build_spec
@@ -65,6 +66,18 @@ def _chained(cause: Exception) -> Exception:
             raise RuntimeError("Error while fetching server API version") from inner
     except RuntimeError as outer:
         return outer
+
+
+def test_mounts_a_stopped_debootstrap_left_in_its_target_are_unmounted(tmp_path):
+    require(os.geteuid() == 0, "needs root: mounts a tmpfs")
+    inner = tmp_path / "rootfs" / "proc"
+    inner.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "none", str(inner)], check=True)
+    try:
+        docker.unmount_below(tmp_path / "rootfs")
+        assert str(inner) not in Path("/proc/mounts").read_text()
+    finally:
+        subprocess.run(["umount", "-l", str(inner)], capture_output=True)
 
 
 def test_up_without_an_engine_says_how_to_start_one_and_leaves_nothing(tmp_path):
