@@ -12,6 +12,7 @@ import io
 import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import tarfile
 import time
@@ -23,7 +24,7 @@ import faults
 import nuclei
 from conftest import require, unique_cluster_name
 from docker_support import CHAOS, chaos, engine_or_skip, leftovers
-from faults_support import make_context, proc_state, start_servers, stop_servers, views_measured
+from faults_support import PORT, make_context, proc_state, start_servers, stop_servers, views_measured
 from harness.spec import SpecError, build_spec
 from inventory import Pool, ProvisionError, docker
 from faults import grudge as shapes
@@ -271,6 +272,20 @@ def test_a_partition_between_containers_cuts_exactly_the_grudge_and_heals(cluste
     assert views_measured(inventory, pool) == expected
     nemesis.stop(ctx, handle)
     assert all(view == set(ctx.names) for view in views_measured(inventory, pool).values())
+
+
+def test_a_leader_partition_isolates_the_leader_container_but_the_control_node_still_reaches_it(cluster, ctx):
+    _, inventory, pool = cluster
+    nemesis = faults.create("leader-partition")
+    handle = nemesis.start(ctx)
+    try:
+        assert handle.targets == ["n2"]
+        assert views_measured(inventory, pool)["n2"] == {"n2"}
+        leader = inventory.node("n2").host
+        socket.create_connection((leader, PORT), timeout=5).close()  # from the control node
+    finally:
+        nemesis.stop(ctx, handle)
+    assert views_measured(inventory, pool)["n2"] == set(ctx.names)
 
 
 def test_random_loss_in_containers_puts_statistic_rules_in_each_own_chain(cluster, ctx):
