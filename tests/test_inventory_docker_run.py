@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from inventory import docker
+from inventory.netns import chaos_home
 from docker_support import CHAOS, chaos, engine_or_skip, leftovers
 
 SHORT = os.environ.get("CHAOS_LONG") == "short"
@@ -116,15 +117,13 @@ def _our_rules(client, home: Path) -> list[str]:
     return rules
 
 
-def test_down_with_image_removes_the_node_images_and_the_package_cache(tmp_path, monkeypatch):
-    """Last in the docker tests: it removes the cached image the others use."""
+def test_down_with_image_removes_the_node_images_and_the_package_cache():
+    """Last in the docker tests: it removes the cached image (and the .deb cache of this
+    CHAOS_HOME, where the other tests built it) that the others use."""
     client = engine_or_skip()
-    home = tmp_path / "home"
-    monkeypatch.setenv("CHAOS_HOME", str(home))
     docker.build_image(client)  # cached unless this test runs alone
     (docker.build_dir() / "debs").mkdir(parents=True, exist_ok=True)
-    (docker.build_dir() / "debs" / "python3.deb").write_bytes(b"cached package")
-    result = chaos("down", "--provider", "docker", "--image", home=home)
+    result = chaos("down", "--provider", "docker", "--image", home=chaos_home())
     assert result.returncode == 0, result.stderr
     assert f"image {docker.image_tag(docker.DEBOOTSTRAP)}: removed" in result.stdout
     assert f"build cache {docker.build_dir()}: removed" in result.stdout
