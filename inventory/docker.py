@@ -51,14 +51,14 @@ from inventory.netns import (
     DEFAULT_NODES,
     MAX_NODES,
     MIN_NODES,
-    _alive,
     _check_name,
     _host_networks,
     _locked,
     _poll,
-    _start_time,
     _write_record,
     chaos_home,
+    process_alive,
+    process_start_time,
     choose_subnet,
     subnets_in_use,
 )
@@ -436,7 +436,7 @@ def _reserve(client: Any, home: Path, name: str, size: int, persistent: bool, im
     subnet = requested if requested is not None else choose_subnet(name, used, NETWORK_PREFIX)
     pid = os.getpid()
     record = DockerRecord(name=name, subnet=subnet, size=size, image=image, owner_pid=pid,
-                          owner_start=_start_time(pid) or 0, persistent=persistent)
+                          owner_start=process_start_time(pid) or 0, persistent=persistent)
     layout = Layout(home, name)
     layout.root.mkdir(parents=True, mode=0o700)
     _write_record(layout, record)
@@ -593,7 +593,7 @@ def _stale_reason(client: Any, record: DockerRecord | None, home: Path) -> str |
     """Why a docker cluster counts as left behind by a crash, or None if it is in use."""
     if record is None:
         return "its state directory has no readable cluster.json"
-    owner_gone = not _alive(record.owner_pid, record.owner_start)
+    owner_gone = not process_alive(record.owner_pid, record.owner_start)
     if owner_gone and record.status == "creating":
         return f"its creation by pid {record.owner_pid} never finished"
     if owner_gone and not record.persistent:
