@@ -91,6 +91,16 @@ def test_a_bad_field_is_named_with_its_line_and_what_is_allowed(tmp_path, change
         load_campaign(write(tmp_path, GOOD.replace(*change)))
 
 
+def test_a_local_cluster_can_be_containers_but_an_inventory_file_has_no_provider(tmp_path):
+    campaign = load_campaign(write(tmp_path, GOOD + "inventory: {nodes: 3, provider: docker}\n"))
+    assert campaign.inventory.provider == "docker" and campaign.inventory.nodes == 3
+    with pytest.raises(CampaignError, match=r"inventory.provider \(line 10\): Input should be 'netns' or 'docker'"):
+        load_campaign(write(tmp_path, GOOD + "inventory: {nodes: 3, provider: vagrant}\n"))
+    (tmp_path / "hosts.yaml").write_text("nodes: []\n")
+    with pytest.raises(CampaignError, match="provider applies to a local cluster"):
+        load_campaign(write(tmp_path, GOOD + "inventory: {file: hosts.yaml, provider: docker}\n"))
+
+
 def test_broken_yaml_and_missing_files_are_one_line_errors(tmp_path):
     with pytest.raises(CampaignError, match=r"c.yaml \(line 3\): not valid YAML"):
         load_campaign(write(tmp_path, "name: x\nprofiles: [a\nfaults: b: c\n"))

@@ -54,15 +54,19 @@ class Strict(BaseModel):
 
 
 class InventoryChoice(Strict):
-    """Where the runs go: a local cluster of `nodes` namespaces, or an inventory `file`."""
+    """Where the runs go: a local cluster of `nodes` (network namespaces, or containers
+    with `provider: docker`), or an inventory `file`."""
 
     nodes: int | None = Field(None, ge=1, le=32)
+    provider: Literal["netns", "docker"] = "netns"
     file: Path | None = None
 
     @model_validator(mode="after")
     def _one_of(self) -> "InventoryChoice":
         if (self.nodes is None) == (self.file is None):
             raise ValueError("give exactly one of nodes (a local cluster of that size) or file (an inventory)")
+        if self.file is not None and self.provider != "netns":
+            raise ValueError("provider applies to a local cluster (nodes), not to an inventory file")
         return self
 
 

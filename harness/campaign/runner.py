@@ -29,7 +29,7 @@ from harness.campaign.plan import Plan, PlannedRun, estimated_seconds, run_spec
 from harness.run import RunLifecycle, deferred_sigint
 from harness.signals import stop_reason, stop_signals
 from harness.store import Store, new_campaign_id, read_json, write_json
-from inventory import Inventory, InventoryError, Pool, load, netns
+from inventory import Inventory, InventoryError, Pool, docker, load, netns
 from nuclei import net
 from nuclei.remote import NucleusError
 from reports.campaign import load_campaign_view, render_campaign, render_trend
@@ -202,19 +202,21 @@ class CampaignRunner:
         if self.campaign.inventory.file is not None:
             yield load(self.campaign.inventory.file)
             return
+        choice = self.campaign.inventory
+        provider = docker if choice.provider == "docker" else netns
         name = f"cmp-{secrets.token_hex(3)}"
-        self.console.print(f"bringing up a local cluster {name} of {self.campaign.inventory.nodes} nodes "
+        self.console.print(f"bringing up a local {choice.provider} cluster {name} of {choice.nodes} nodes "
                            "(taken down after the campaign)", highlight=False)
         began = time.monotonic()
         try:
-            inventory = netns.up(name, self.campaign.inventory.nodes or netns.DEFAULT_NODES, persistent=False)
+            inventory = provider.up(name, choice.nodes or provider.DEFAULT_NODES, persistent=False)
         finally:
             self.state["timings"]["cluster_up_s"] = round(time.monotonic() - began, 3)
         try:
             yield inventory
         finally:
             with deferred_sigint(self.console):
-                netns.down(name)
+                provider.down(name)
 
     def _one_run(self, run: PlannedRun, inventory: Inventory) -> str:
         self._set_aside(run)
