@@ -179,15 +179,20 @@ WINDOW = FaultWindow(0, "kill", 10 * S, 20 * S, ["n1"], {})
 
 
 def test_window_without_failed_writes_has_no_outage():
-    entry = rto.window_report(WINDOW, {"writes": 5, "ok_writes": 5, "outage_from": None}, None, 30 * S, 1.0)
+    # a 10 s window has 100 buckets of 100 ms; every one saw a successful write
+    stats = {"writes": 5, "ok_writes": 5, "outage_from": None, "ok_buckets": 100}
+    entry = rto.window_report(WINDOW, stats, None, 30 * S, 1.0)
     assert (entry["unavailable_s"], entry["recovered"], entry["availability"]) == (0.0, True, 1.0)
+    assert entry["availability_attempts"] == 1.0
 
 
 def test_window_outage_until_the_first_success():
-    entry = rto.window_report(WINDOW, {"writes": 4, "ok_writes": 1, "outage_from": 11 * S}, 13 * S, 30 * S, 1.5)
+    stats = {"writes": 4, "ok_writes": 1, "outage_from": 11 * S, "ok_buckets": 20}
+    entry = rto.window_report(WINDOW, stats, 13 * S, 30 * S, 1.5)
     assert entry["unavailable_s"] == 2.0
     assert entry["over_threshold"] is True
-    assert entry["availability"] == 0.25
+    # availability over time (buckets with a success) and the attempt ratio, apart
+    assert (entry["availability"], entry["availability_attempts"]) == (0.2, 0.25)
 
 
 def test_window_without_success_after_the_outage_is_not_recovered():
