@@ -91,7 +91,9 @@ def test_the_smoke_campaign_passes_its_gates_and_catches_controller_unclean(smok
     result, store = smoke
     assert result.returncode == 0, result.stdout + result.stderr
     campaign = only_campaign(store)
-    assert f"index: {campaign / 'index.html'}" in result.stdout.splitlines()[-1]
+    index_line, serve_line = result.stdout.splitlines()[-2:]
+    assert index_line == f"index: {campaign / 'index.html'}"
+    assert serve_line.startswith("browse: chaos serve ")
     assert re.search(r"controller-unclean .*INVALID", result.stdout)       # the summary table
     html = (campaign / "index.html").read_text()
     cells = matrix(html)
