@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from .context import CheckContext, RunFacts
 from .ops import AUDIT_FUNCTION, LINEARIZABILITY_MODELS, linearizability_model
+from .shipping import use_shipped_engine
 from .verdict import UNKNOWN, merge_valid
 
 Analyze = Callable[..., dict[str, Any]]
@@ -77,6 +78,7 @@ def check_partition(rows: Iterator[Any], models: dict[int, str], limits: dict[in
     """
     by_run = itertools.groupby(rows, key=lambda r: r["run"])
     if analyze is None:
+        use_shipped_engine()
         try:
             from checkers.knossos import analysis, analyze_keys
         except Exception as exc:

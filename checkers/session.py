@@ -15,6 +15,8 @@ from typing import Iterator, Mapping
 
 from pyspark.sql import SparkSession
 
+from . import shipping
+
 DEFAULT_MASTER = "local[*]"
 
 # Defaults: no web UI, no console progress bar (we draw our own), 16 shuffle
@@ -60,10 +62,10 @@ def _output_redirected(log_file: Path) -> Iterator[None]:
 def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
     """The Spark settings for `master`: our defaults, then the user's `conf` on top."""
     settings = dict(DEFAULT_CONF)
-    if master.startswith("local"):
+    if shipping.is_local(master):
         settings.update(LOCAL_CONF)
     settings.update(conf or {})
-    return settings
+    return settings if shipping.is_local(master) else shipping.cluster_conf(settings)
 
 
 def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
@@ -72,20 +74,30 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
 
     An already running session (a test fixture, a harness that checks many
     runs) is reused as it is: Spark cannot change master or JVM options later.
+    On a cluster master the checkers' code and engine jar are shipped to the
+    executors (checkers.shipping).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     master = master or DEFAULT_MASTER
-    builder = SparkSession.builder.master(master).appName("chaos-check")
-    for key, value in session_conf(master, conf).items():
-        builder = builder.config(key, value)
-    if master.startswith("local"):
+    settings = session_conf(master, conf)
+    if settings.get("spark.pyspark.python"):
+        # What spark-submit does: PySpark takes the executors' interpreter from this variable.
+        os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
+    if shipping.is_local(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers must run our interpreter (the venv with checkers.knossos and its
         # dependencies), not the first `python3` on PATH; PySpark reads only the variable.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName("chaos-check")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     if log_file is None:
-        return builder.getOrCreate()
-    with _output_redirected(Path(log_file)):
-        return builder.getOrCreate()
+        spark = builder.getOrCreate()
+    else:
+        with _output_redirected(Path(log_file)):
+            spark = builder.getOrCreate()
+    if not shipping.is_local(master):
+        shipping.ship_python(spark.sparkContext)
+    return spark

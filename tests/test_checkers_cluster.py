@@ -1,0 +1,137 @@
+"""Checks on a real Spark standalone cluster equal the local check's.
+
+A master and two workers start from pyspark's own bin/spark-class on
+loopback, each worker with its own work directory. A campaign (the pipeline
+tests' scenarios: queue, rto, a valid and an invalid register, a log) is
+checked on the cluster by a driver process and, at the same time, with
+local[2] by `chaos check`; every run's results.json and history table must be
+the same. The executors must import the checkers from the zip the driver
+shipped and start the JVM engine from the jar Spark fetched for them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import require
+from spark_standalone import StandaloneCluster, java_available
+from test_checkers_pipeline import SCENARIOS
+
+from checkers.pipeline import RESULTS_FILE, find_runs
+from checkers.shipping import ENGINE_JAR_NAME, PACKAGE_ZIP_NAME
+
+pytestmark = [pytest.mark.spark, pytest.mark.jvm]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The cluster's driver: checks the campaign, then asks every executor where its
+# checkers and engine jar come from (the answer goes to stdout as JSON).
+CLUSTER_DRIVER = textwrap.dedent("""
+    import json, sys
+    from checkers.pipeline import check_runs, find_runs
+    from checkers.session import get_spark
+
+    master, store, log = sys.argv[1:4]
+    conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+            "spark.pyspark.python": sys.executable, "spark.executor.memory": "512m",
+            "spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4"}
+    spark = get_spark(master, conf, log)
+    check_runs(find_runs([store]))
+
+    def origin(_):
+        import os, socket
+        import checkers
+        from checkers.shipping import use_shipped_engine
+        from checkers.knossos import jvm
+        use_shipped_engine()
+        return {"checkers": checkers.__file__, "jar": str(jvm._engine_jar()), "cwd": os.getcwd()}
+
+    print(json.dumps(spark.sparkContext.parallelize(range(4), 4).map(origin).collect()))
+    spark.stop()
+""")
+
+
+def _checked_copy(store: Path, name: str) -> Path:
+    copy = store.parent / name
+    shutil.copytree(store, copy)
+    return copy
+
+
+def _comparable(run_dir: Path) -> dict[str, Any]:
+    """A run's results.json without its timestamp, and its history table in index order."""
+    result = json.loads((run_dir / RESULTS_FILE).read_text())
+    result.pop("checked_at")
+    history = run_dir / "checked" / "history.parquet"
+    rows = sorted(pq.read_table(history).to_pylist(), key=lambda r: (r["index"])) \
+        if history.exists() else None
+    return {"result": result, "history": rows}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    require(java_available(), "needs Java (java on PATH or JAVA_HOME) for a Spark standalone cluster")
+    root = tmp_path_factory.mktemp("standalone")
+    with StandaloneCluster(root, workers=2, cores=1, memory="1g") as running:
+        yield running
+    assert running.leftovers() == [], "Spark processes outlived the cluster"
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("store") / "campaign"
+    for scenario in SCENARIOS:
+        scenario(store)
+    return store
+
+
+@pytest.fixture(scope="module")
+def checked_both_ways(cluster: StandaloneCluster, campaign: Path) -> dict[str, Any]:
+    """The campaign checked on the cluster and with local[2] at the same time."""
+    on_cluster, on_local = _checked_copy(campaign, "cluster"), _checked_copy(campaign, "local")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    driver = subprocess.Popen([sys.executable, "-c", CLUSTER_DRIVER, cluster.master_url, str(on_cluster),
+                               str(on_cluster / "spark.log")], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    local = subprocess.run([str(Path(sys.executable).parent / "chaos"), "check", str(on_local),
+                            "--spark-master", "local[2]"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=600)
+    out, err = driver.communicate(timeout=600)
+    assert driver.returncode == 0, err[-3000:] + (on_cluster / "spark.log").read_text()[-3000:]
+    assert local.returncode in (0, 1, 2), local.stdout + local.stderr
+    return {"cluster": on_cluster, "local": on_local, "origins": json.loads(out.splitlines()[-1]),
+            "work_dirs": [cluster.root / f"worker{n}" for n in (1, 2)]}
+
+
+def test_every_run_checked_on_the_cluster_equals_the_local_check(checked_both_ways):
+    runs = find_runs([checked_both_ways["local"]])
+    assert len(runs) == len(SCENARIOS)
+    for local_run in runs:
+        cluster_run = checked_both_ways["cluster"] / local_run.relative_to(checked_both_ways["local"])
+        assert _comparable(cluster_run) == _comparable(local_run), local_run.name
+
+
+def test_linearizability_ran_the_engine_on_the_cluster(checked_both_ways):
+    """Real verdicts, not `unknown`: the executors started the JVM engine."""
+    runs = checked_both_ways["cluster"] / "runs"
+    bad = json.loads((runs / "register-bad" / RESULTS_FILE).read_text())["checkers"]["linearizable"]
+    good = json.loads((runs / "rto-register" / RESULTS_FILE).read_text())["checkers"]["linearizable"]
+    assert (bad["valid"], good["valid"]) == (False, True)
+    assert bad["counts"]["unknown"] == good["counts"]["unknown"] == 0
+
+
+def test_executors_use_shipped_code_and_engine_jar_not_the_drivers_paths(checked_both_ways):
+    work_dirs = [str(d) for d in checked_both_ways["work_dirs"]]
+    for origin in checked_both_ways["origins"]:
+        assert any(origin["cwd"].startswith(d) for d in work_dirs), origin
+        assert PACKAGE_ZIP_NAME in origin["checkers"] and not origin["checkers"].startswith(str(ROOT)), origin
+        assert origin["jar"].endswith(ENGINE_JAR_NAME) and any(origin["jar"].startswith(d)
+                                                              for d in work_dirs), origin
