@@ -2,14 +2,20 @@
 
     .venv/bin/python bench/checker_pipeline.py                 # 1 M and 10 M events
     .venv/bin/python bench/checker_pipeline.py --events 1000000 --master 'local[2]'
+    .venv/bin/python bench/checker_pipeline.py --events 1000000 --standalone   # 2-worker cluster
+    .venv/bin/python bench/checker_pipeline.py --events 1000 --runs 1 10 50    # fixed cost per run
 
 Each size is generated once (cached under --data, default /tmp/chaos-bench) and
 checked in a fresh process, so that memory and JIT warm-up are per size. The
 check is the real `check_runs`: reconstruction, stats, queue + order, RTO,
 perf (the queue workload has no linearizability model, so that step is a
-no-op). Printed per size: events, wall time per step, events per second, and
-peak resident memory of the whole process tree (driver Python, Spark JVM,
-Python workers), sampled every 0.2 s.
+no-op). Printed per size: a JSON line (events, wall time per step, events per
+second, and peak resident memory of the whole process tree: driver Python,
+Spark JVM, Python workers, sampled every 0.2 s), then one line `N events/s`.
+`--runs K`: K copies of the run checked in ONE check_runs call after the
+session is up (the fixed cost per check and how it scales with runs per call).
+`--standalone`: a Spark standalone master and two 1-core workers started from
+pyspark's bin/spark-class on loopback (tests/spark_standalone.py), stopped after.
 
 The synthetic run mimics the queue workload: 96 producers and 32 consumers
 (one queue each), ~20 000 ops/s, sends:polls = 3:1, a fault window of 10 s
@@ -191,8 +197,23 @@ class Usage(threading.Thread):
             time.sleep(0.2)
 
 
-def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str]) -> dict:
-    """Runs in its own process: time check_runs on one run."""
+def copies(run_dir: Path, runs: int) -> list[Path]:
+    """`runs` run directories with the same history (hard links: no extra disk)."""
+    if runs == 1:
+        return [run_dir]
+    import shutil
+
+    base = run_dir.parent / f"{run_dir.name}-x{runs}"
+    dirs = [base / f"run-{i}" for i in range(runs)]
+    for target in dirs:
+        if not target.exists():
+            shutil.copytree(run_dir, target, copy_function=os.link,
+                            ignore=shutil.ignore_patterns("checked", "results.json", "spark.log"))
+    return dirs
+
+
+def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], runs: int = 1) -> dict:
+    """Runs in its own process: time check_runs on `runs` copies of one run."""
     from checkers.pipeline import check_runs
     from checkers.session import get_spark
 
@@ -211,13 +232,14 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str]) -> 
         last[:] = [now, name]
 
     started, cpu_before = time.perf_counter(), usage.cpu
-    result = check_runs([run_dir], master, conf, progress=progress)[0]
+    result = check_runs(copies(run_dir, runs), master, conf, progress=progress)[0]
     progress("done")
     total = time.perf_counter() - started
+    events *= runs
     usage.running = False
     usage.join()
     queue = result["checkers"]["queue"]["counts"]
-    return {"events": events, "check_s": round(total, 1), "events_per_s": round(events / total),
+    return {"events": events, "runs": runs, "check_s": round(total, 1), "events_per_s": round(events / total),
             "spark_start_s": round(session_s, 1), "peak_rss_gib": round(usage.peak / 2**30, 2),
             "cpu_s": round(usage.cpu - cpu_before), "load_avg": os.getloadavg()[0],
             "steps_s": steps, "valid": result["valid"],
@@ -231,21 +253,42 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("/tmp/chaos-bench"))
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--runs", type=int, nargs="+", default=[1],
+                        help="runs per check_runs call (copies of each size's run)")
+    parser.add_argument("--standalone", action="store_true",
+                        help="check on a 2-worker Spark standalone cluster on loopback")
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     conf = dict(pair.split("=", 1) for pair in args.conf)
     if args.one:
-        print(json.dumps(check_one(args.one, args.events[0], args.master, conf)))
+        print(json.dumps(check_one(args.one, args.events[0], args.master, conf, args.runs[0])))
         return
+    if args.standalone:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from spark_standalone import StandaloneCluster
+
+        with StandaloneCluster(args.data / "standalone", workers=2, cores=1, memory="2g") as cluster:
+            conf = {"spark.driver.host": "127.0.0.1", "spark.pyspark.python": sys.executable,
+                    "spark.executor.memory": "1500m", **conf}
+            measure(args, cluster.master_url, conf)
+    else:
+        measure(args, args.master, conf)
+
+
+def measure(args: argparse.Namespace, master: str, conf: dict[str, str]) -> None:
+    """Each size (times each runs-per-call) checked in a fresh process; JSON, then `N events/s`."""
     for events in args.events:
         run_dir, written = ensure_run(args.data, events)
-        done = subprocess.run([sys.executable, __file__, "--one", str(run_dir), "--events", str(written),
-                               "--master", args.master, *[f"--conf={c}" for c in args.conf]],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            sys.exit(f"checking {run_dir} failed:\n{done.stderr[-3000:]}")
-        row = json.loads(done.stdout.strip().splitlines()[-1])
-        print(json.dumps(row), flush=True)
+        for runs in args.runs:
+            done = subprocess.run([sys.executable, __file__, "--one", str(run_dir), "--events", str(written),
+                                   "--runs", str(runs), "--master", master,
+                                   *[f"--conf={k}={v}" for k, v in conf.items()]],
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                sys.exit(f"checking {run_dir} failed:\n{done.stderr[-3000:]}")
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            print(json.dumps(row), flush=True)
+            print(f"{row['events_per_s']} events/s", flush=True)
 
 
 if __name__ == "__main__":

@@ -66,14 +66,23 @@ def _checked_copy(store: Path, name: str) -> Path:
     return copy
 
 
-def _comparable(run_dir: Path) -> dict[str, Any]:
-    """A run's results.json without its timestamp, and its history table in index order."""
-    result = json.loads((run_dir / RESULTS_FILE).read_text())
+def _comparable(run_dir: Path, store: Path) -> dict[str, Any]:
+    """A run's results.json without its timestamp and store path, and its history table in index order."""
+    result = json.loads((run_dir / RESULTS_FILE).read_text().replace(str(store), "STORE"))
     result.pop("checked_at")
     history = run_dir / "checked" / "history.parquet"
     rows = sorted(pq.read_table(history).to_pylist(), key=lambda r: (r["index"])) \
         if history.exists() else None
     return {"result": result, "history": rows}
+
+
+def _differences(a: Any, b: Any, where: str = "") -> list[str]:
+    """Where two JSON-like values differ, as paths with both values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str) for d in _differences(a.get(k), b.get(k), f"{where}/{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differences(x, y, f"{where}[{i}]")]
+    return [] if a == b else [f"{where}: {a!r:.300} != {b!r:.300}"]
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +125,9 @@ def test_every_run_checked_on_the_cluster_equals_the_local_check(checked_both_wa
     assert len(runs) == len(SCENARIOS)
     for local_run in runs:
         cluster_run = checked_both_ways["cluster"] / local_run.relative_to(checked_both_ways["local"])
-        assert _comparable(cluster_run) == _comparable(local_run), local_run.name
+        differences = _differences(_comparable(cluster_run, checked_both_ways["cluster"]),
+                                   _comparable(local_run, checked_both_ways["local"]))
+        assert differences == [], f"{local_run.name}: " + "\n".join(differences[:10])
 
 
 def test_linearizability_ran_the_engine_on_the_cluster(checked_both_ways):
