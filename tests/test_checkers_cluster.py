@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from spark_standalone import StandaloneCluster, java_available
 from test_checkers_pipeline import SCENARIOS
 
 from checkers.pipeline import RESULTS_FILE, find_runs
-from checkers.shipping import ENGINE_JAR_NAME, PACKAGE_ZIP_NAME
+from checkers.session import session_conf
+from checkers.shipping import ENGINE_JAR_NAME, PACKAGE_ZIP_NAME, is_local, package_zip
 
 pytestmark = [pytest.mark.spark, pytest.mark.jvm]
 
@@ -150,3 +152,24 @@ def test_executors_use_shipped_code_and_engine_jar_not_the_drivers_paths(checked
         assert PACKAGE_ZIP_NAME in origin["checkers"] and not origin["checkers"].startswith(str(ROOT)), origin
         assert origin["jar"].endswith(ENGINE_JAR_NAME) and any(origin["jar"].startswith(d)
                                                               for d in work_dirs), origin
+
+
+# -- what is shipped (no cluster needed) ------------------------------------------------
+
+def test_only_local_masters_skip_shipping():
+    assert all(is_local(m) for m in ("local", "local[2]", "local[*]"))
+    assert not any(is_local(m) for m in ("spark://127.0.0.1:7077", "yarn", "k8s://https://h:6443",
+                                         "local-cluster[2,1,1024]"))
+
+
+def test_shipped_zip_holds_the_checkers_code_but_not_bytecode_or_java_sources():
+    names = zipfile.ZipFile(package_zip()).namelist()
+    assert {"checkers/pipeline.py", "checkers/knossos/jvm.py", "checkers/shipping.py"} <= set(names)
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".java")]
+
+
+def test_cluster_conf_keeps_the_users_jars_and_adds_the_engine():
+    require(java_available(), "needs a JDK to build the engine jar")
+    jars = session_conf("spark://127.0.0.1:7077", {"spark.jars": "/opt/extra.jar"})["spark.jars"].split(",")
+    assert jars[0] == "/opt/extra.jar" and jars[1].endswith(ENGINE_JAR_NAME) and Path(jars[1]).is_file()
+    assert "spark.jars" not in session_conf("local[2]")
