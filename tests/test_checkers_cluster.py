@@ -34,7 +34,7 @@ from checkers.shipping import ENGINE_JAR_NAME, PACKAGE_ZIP_NAME, is_local, packa
 pytestmark = [pytest.mark.spark, pytest.mark.jvm]
 
 ROOT = Path(__file__).resolve().parents[1]
-MEASURED_BY_THE_ENGINE = ("time", "engine-seconds")
+MEASURED_BY_THE_ENGINE = ("time", "engine-seconds", "engine-cpu-seconds")
 
 # The cluster's driver: checks the campaign, then asks every executor where its
 # checkers and engine jar come from (the answer goes to stdout as JSON).
