@@ -182,11 +182,18 @@ def load_history(path: str | Path) -> list[dict]:
         events = [e for f in files for e in read_json(_read(f), str(f))]
         if any(not isinstance(e.get("time"), (int, float)) for e in events):
             raise HistoryError(f"{path}: merging worker files needs a numeric time on every event")
-        return sorted(events, key=lambda e: e["time"])
+        return without_audit(sorted(events, key=lambda e: e["time"]))
     text = _read(path)
     if path.suffix == ".edn":
         return read_edn(text, str(path))
-    return read_json(text, str(path))
+    return without_audit(read_json(text, str(path)))
+
+
+def without_audit(events: list[dict]) -> list[dict]:
+    """A run's history less its durability-audit reads (`f: audit`): they read the final
+    log after healing for the queue checks and are no operation of any model."""
+    from checkers.ops import AUDIT_FUNCTION
+    return [e for e in events if e.get("f") != AUDIT_FUNCTION]
 
 
 def _read(path: Path) -> str:
