@@ -33,6 +33,15 @@ def container_namespaces() -> set[str]:
     return set(os.listdir(DOCKER_NETNS)) if DOCKER_NETNS.is_dir() else set()
 
 
+def namespaces_left_over(before: set[str], timeout_s: float = 20.0) -> set[str]:
+    """Container namespaces not there before; dockerd unmounts a removed container's
+    namespace a moment after the container is gone, so wait for that first."""
+    deadline = time.monotonic() + timeout_s
+    while (left := container_namespaces() - before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
 def journal(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines() if line.strip()]
 
@@ -62,7 +71,7 @@ def test_a_queue_run_with_a_kill_and_a_partition_on_three_containers_gets_a_verd
     assert applied and applied == {e["id"] for e in entries if e["event"] == "undo"}
     assert not leftovers(client, home)
     assert not (home / "docker").exists() or not any((home / "docker").iterdir())
-    assert container_namespaces() <= namespaces
+    assert not namespaces_left_over(namespaces)
 
 
 def test_a_harness_killed_mid_run_is_healed_by_chaos_heal_and_removed_by_chaos_down(tmp_path):
