@@ -294,7 +294,12 @@ class Broker(Service):
                          {"next_offset": got.next_offset, "min_offset": got.min_offset,
                           "max_offset": got.max_offset, "count": got.count,
                           "broker_name": self.config.broker_name,
-                          "master": self.ha.role is Role.MASTER}, got.records)
+                          "master": self.ha.role is Role.MASTER,
+                          # False while the master holds entries not yet confirmed by its
+                          # replicas (a restarted master before its slaves reconnect): then
+                          # "nothing more" means "nothing confirmed yet", not the log's end.
+                          "log_confirmed": self.ha.confirm_offset() >= self.store.max_offset},
+                         got.records)
 
     def _on_max_offset(self, cmd: Command, conn: Connection) -> Command:
         topic, queue_id = self._queue_arg(cmd)

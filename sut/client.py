@@ -123,6 +123,7 @@ class PullResult:
     broker_addr: str | None = None
     error: str | None = None
     from_master: bool | None = None    # answered by the group's master (None: not said)
+    log_confirmed: bool | None = None  # the answering broker's whole log is confirmed (None: not said)
 
 
 @dataclass
@@ -398,7 +399,8 @@ class Consumer(_ClientBase):
             return PullResult(Outcome.FAIL, "CORRUPT_RESPONSE", broker_addr=addr, error=str(exc))
         return PullResult(Outcome.OK, status, messages, reply.fields.get("next_offset"),
                           reply.fields.get("min_offset"), reply.fields.get("max_offset"), addr,
-                          from_master=reply.fields.get("master"))
+                          from_master=reply.fields.get("master"),
+                          log_confirmed=reply.fields.get("log_confirmed"))
 
     async def commit_offset(self, mq: MessageQueue, offset: int) -> OffsetResult:
         return await self._offset_call(mq, RequestCode.COMMIT_CONSUMER_OFFSET, offset=offset)

@@ -88,6 +88,12 @@ def raw_send(addr: str, msg_id: str, timeout: float = 8.0) -> int:
     return reply.code
 
 
+def pull_fields(addr: str, queue: int = 0) -> dict:
+    """The header fields of one PULL_MESSAGE from offset 0."""
+    return run(admin.call(addr, RequestCode.PULL_MESSAGE, {
+        "topic": TOPIC, "queue_id": queue, "offset": 0, "max_count": 1})).fields
+
+
 def read_broker(addr: str) -> list[str]:
     """Every message id a broker lets consumers see (up to its confirm offset), queue order."""
     async def go():
@@ -185,6 +191,9 @@ def test_old_master_truncates_its_unreplicated_tail_to_the_consistent_point(tmp_
             assert raw_send(c.address(master), msg_id) == ResponseCode.FLUSH_SLAVE_TIMEOUT
         st = status(c, master)
         assert st["confirm_offset"] == replicated_end < st["max_offset"]
+        # A pull then says the master's log is not all confirmed: "nothing more" from it
+        # is not the end of the log (the durability audit waits for a confirmed answer).
+        assert pull_fields(c.address(master))["log_confirmed"] is False
         assert ha(st)["pending_sss"] == [1] or ha(st)["sync_state_set"] == [1, 2]
         c.kill(master, signal.SIGKILL)
         for name in controllers:

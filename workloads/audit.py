@@ -44,8 +44,10 @@ class AuditsQueues:
             return done
         next_offset, from_master = done.learned
         if not from_master:
-            # The audit reads the final log on the master; a replica may lag.
-            return Completion("fail", {"offset": offset}, done.node, "answered by a replica, not the master")
+            # The audit reads the final log on the master; a replica may lag, and a master
+            # whose replicas have not confirmed its log yet shows only the confirmed part.
+            return Completion("fail", {"offset": offset}, done.node,
+                              "answered by a replica, or a master whose log is not confirmed yet")
         return Completion("ok", done.value, done.node, learned=next_offset)
 
     async def audit(self, run: OpRunner) -> None:

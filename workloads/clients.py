@@ -91,7 +91,9 @@ class BrokerClient:
         return next((mq for mq in queues if mq.queue_id == queue), None)
 
     async def pull(self, queue: int, offset: int, max_count: int) -> Completion:
-        """ok value: ([(queue offset, body), ...], next offset, answered by the master?)."""
+        """ok value: ([(queue offset, body), ...], next offset, does the answer speak for the log?):
+        only the master whose whole log is confirmed does; a lagging replica, or a master still
+        waiting for its replicas' acks, may know less than the log holds."""
         mq = await self._queue(queue)
         if mq is None:
             return Completion("fail", None, None, f"no route to queue {queue} of {self.topic}")
@@ -101,7 +103,8 @@ class BrokerClient:
             return Completion(result.outcome.history_type, None, node, f"{result.status}: {result.error}")
         batch = [(m.queue_offset, m.body) for m in result.messages]
         next_offset = result.next_offset if result.next_offset is not None else offset + len(batch)
-        return Completion("ok", (batch, next_offset, result.from_master is not False), node)
+        authoritative = result.from_master is not False and result.log_confirmed is not False
+        return Completion("ok", (batch, next_offset, authoritative), node)
 
     async def commit(self, queue: int, offset: int) -> None:
         """Best effort: a lost commit only means redelivery after a consumer restart."""
