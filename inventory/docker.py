@@ -38,9 +38,7 @@ from collections.abc import Callable
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel
+from typing import Any, ClassVar, Literal
 
 from inventory import sshd
 from inventory.errors import ProvisionError, one_line
@@ -48,6 +46,7 @@ from inventory.model import Inventory, Node
 from inventory import netns
 from inventory.netns import (
     DEFAULT_NAME,
+    LocalClusterRecord,
     DEFAULT_NODES,
     MAX_NODES,
     MIN_NODES,
@@ -98,39 +97,19 @@ RUN set -e; if ! dpkg -s {packages} >/dev/null 2>&1; then \\
 """
 
 
-class DockerRecord(BaseModel):
-    """What cluster.json remembers: enough to find and remove everything."""
+class DockerRecord(LocalClusterRecord):
+    """A docker cluster: its network and containers are named after the cluster."""
 
-    name: str
-    subnet: int
-    size: int
+    network_prefix: ClassVar[str] = NETWORK_PREFIX
+
     image: str
-    owner_pid: int
-    owner_start: int
-    persistent: bool
-    status: Literal["creating", "ready"] = "creating"
 
     @property
     def network(self) -> str:
         return f"rmqc-{self.name}"
 
-    @property
-    def cidr(self) -> str:
-        return f"{NETWORK_PREFIX}.{self.subnet}.0/24"
-
-    @property
-    def gateway(self) -> str:
-        return f"{NETWORK_PREFIX}.{self.subnet}.1"
-
-    @property
-    def node_names(self) -> list[str]:
-        return [f"n{i}" for i in range(1, self.size + 1)]
-
     def container(self, node: str) -> str:
         return f"rmqc-{self.name}-{node}"
-
-    def address(self, index: int) -> str:
-        return f"{NETWORK_PREFIX}.{self.subnet}.{10 + index}"
 
 
 class Layout:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -55,11 +55,13 @@ def chaos_home() -> Path:
     return Path(os.environ.get("CHAOS_HOME", "/var/lib/rocketmq-chaos"))
 
 
-class ClusterRecord(BaseModel):
-    """What cluster.json remembers: enough to find and remove everything."""
+class LocalClusterRecord(BaseModel):
+    """What cluster.json of a local cluster (namespaces or containers) remembers: enough to
+    find and remove everything. Each provider has its own /16 (`network_prefix`)."""
+
+    network_prefix: ClassVar[str] = NETWORK_PREFIX
 
     name: str
-    tag: str
     subnet: int
     size: int
     owner_pid: int
@@ -68,29 +70,39 @@ class ClusterRecord(BaseModel):
     status: Literal["creating", "ready"] = "creating"
 
     @property
-    def bridge(self) -> str:
-        return f"{PREFIX}{self.tag}br"
-
-    @property
     def gateway(self) -> str:
-        return f"{NETWORK_PREFIX}.{self.subnet}.1"
+        return f"{self.network_prefix}.{self.subnet}.1"
 
     @property
-    def network(self) -> str:
-        return f"{NETWORK_PREFIX}.{self.subnet}.0/24"
+    def cidr(self) -> str:
+        return f"{self.network_prefix}.{self.subnet}.0/24"
 
     @property
     def node_names(self) -> list[str]:
         return [f"n{i}" for i in range(1, self.size + 1)]
+
+    def address(self, index: int) -> str:
+        return f"{self.network_prefix}.{self.subnet}.{10 + index}"
+
+
+class ClusterRecord(LocalClusterRecord):
+    """A namespace cluster: its bridge, namespaces and veths are named after its tag."""
+
+    tag: str
+
+    @property
+    def bridge(self) -> str:
+        return f"{PREFIX}{self.tag}br"
+
+    @property
+    def network(self) -> str:
+        return self.cidr
 
     def netns(self, index: int) -> str:
         return f"{PREFIX}{self.tag}-n{index}"
 
     def veth(self, index: int) -> str:
         return f"{PREFIX}{self.tag}v{index}"
-
-    def address(self, index: int) -> str:
-        return f"{NETWORK_PREFIX}.{self.subnet}.{10 + index}"
 
 
 class Layout:
