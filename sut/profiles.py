@@ -230,7 +230,15 @@ def _master_slave(name: str, master_role: str, description: str, slaves: int = 1
     ), mode="master-slave", expected_safe=not unsafe, unsafe_under=unsafe)
 
 
+# The safe replicated profiles fsync before they acknowledge (DLedger: the Raft
+# log per append batch; Controller mode: SYNC_FLUSH commitlog, controllers' Raft
+# log). A replicated ack that lives only in page caches is taken back when the
+# machine holding it crashes and comes back first (docs/sut.md, "What the crash
+# nemesis found"); kill -9, pauses and partitions never need the fsync.
+DURABLE_STORE: dict[str, Any] = {**BROKER_BASE["store"], "flush_disk_type": "SYNC_FLUSH"}
+
 DLEDGER_HA: dict[str, Any] = {
+    "sync_flush": True,
     "heartbeat_interval_ms": Timing("raft_heartbeat_interval_ms"),
     "min_vote_interval_ms": Timing("raft_min_vote_interval_ms"),
     "max_vote_interval_ms": Timing("raft_max_vote_interval_ms"),
@@ -247,7 +255,7 @@ def _dledger(name: str, size: int) -> Profile:
             "ha": {**DLEDGER_HA, "peers": Peers("broker", "ha_port", group="broker-a")}})
         for i in range(size))
     return Profile(name, f"DLedger mode: {size} brokers, the commitlog replicated by Raft, "
-                         f"majority ack, automatic failover", (ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
+                         f"fsynced majority ack, automatic failover", (ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
                                                                *brokers), mode="dledger")
 
 
@@ -262,6 +270,7 @@ CONTROLLER: dict[str, Any] = {
                     "resend_ms": Timing("raft_resend_ms")},
     "broker_heartbeat_timeout_ms": Timing("controller_heartbeat_timeout_ms"),
     "scan_interval_ms": Timing("controller_scan_interval_ms"),
+    "raft_sync_flush": True,
 }
 
 CONTROLLER_HA: dict[str, Any] = {
@@ -280,8 +289,9 @@ CONTROLLER_HA: dict[str, Any] = {
 
 def _controller(name: str, brokers: int, description: str, unclean: bool = False) -> Profile:
     """Controller mode: 3 controllers (Raft) and one broker group with AutoSwitch HA.
-    Safe profiles ack when every SyncStateSet member has the message; the unclean one
-    acks on the master alone and lets any live replica become master."""
+    Safe profiles ack when every SyncStateSet member has the message and the master
+    has fsynced it (SYNC_FLUSH); the unclean one acks from the master's page cache
+    alone and lets any live replica become master."""
     ack = ({"all_ack_in_sync_state_set": False, "in_sync_replicas": 1} if unclean
            else {"all_ack_in_sync_state_set": True})
     controllers = tuple(
@@ -291,7 +301,7 @@ def _controller(name: str, brokers: int, description: str, unclean: bool = False
     group = tuple(
         ProcessSpec(f"broker-a-{i}", "broker", i, {
             **BROKER_BASE, "broker_name": "broker-a", "ha_mode": "controller",
-            "ha": {**CONTROLLER_HA, **ack}})
+            "ha": {**CONTROLLER_HA, **ack}, **({} if unclean else {"store": DURABLE_STORE})})
         for i in range(brokers))
     return Profile(name, description,
                    (ProcessSpec("namesrv", "namesrv", 0, NAMESRV), *controllers, *group),
@@ -301,11 +311,11 @@ def _controller(name: str, brokers: int, description: str, unclean: bool = False
 
 PROFILES: dict[str, Profile] = {
     "controller-3": _controller(
-        "controller-3", 3, "Controller mode: 3 controllers + 3 brokers, AutoSwitch HA, ack when "
-        "every SyncStateSet member has the message"),
+        "controller-3", 3, "Controller mode: 3 controllers + 3 brokers, AutoSwitch HA, SYNC_FLUSH, ack "
+        "when every SyncStateSet member has the message"),
     "controller-2": _controller(
-        "controller-2", 2, "Controller mode: 3 controllers + 2 brokers, AutoSwitch HA, ack when "
-        "every SyncStateSet member has the message"),
+        "controller-2", 2, "Controller mode: 3 controllers + 2 brokers, AutoSwitch HA, SYNC_FLUSH, ack "
+        "when every SyncStateSet member has the message"),
     "controller-unclean": _controller(
         "controller-unclean", 3, "Controller mode with unclean election and master-only ack: "
         "expected to lose acknowledged messages under faults", unclean=True),

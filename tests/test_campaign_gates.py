@@ -39,6 +39,18 @@ def test_an_unsafe_profile_never_run_under_its_fault_families_fails_the_gate_too
     assert not gates["unsafe-found"].passed and "never ran under" in gates["unsafe-found"].detail
 
 
+def test_a_profile_unsafe_only_under_crash_must_still_lose_nothing_under_kill():
+    profiles = {**PROFILES, "master-slave-async": {"mode": "master-slave", "expected_safe": False,
+                                                   "unsafe_under": ["crash"]}}
+    runs = [row("master-slave-async", fault="leader-kill", valid=False, lost=2),
+            row("master-slave-async", fault="leader-crash", valid=False, lost=5)]
+    gates = by_name(evaluate(Gates(), runs, profiles))
+    assert not gates["no-lost-on-safe"].passed
+    assert "master-slave-async-leader-kill-r1: 2 lost" in gates["no-lost-on-safe"].detail
+    assert "leader-crash" not in gates["no-lost-on-safe"].detail
+    assert gates["unsafe-found"].passed and "invalid in 1 of 1" in gates["unsafe-found"].detail
+
+
 def test_a_campaign_without_unsafe_profiles_passes_the_unsafe_gate_and_says_so():
     gates = by_name(evaluate(Gates(), [row("dledger-3")], PROFILES))
     assert gates["unsafe-found"].passed and "no expected-unsafe profile" in gates["unsafe-found"].detail

@@ -61,7 +61,7 @@ def test_the_service_commands_run_from_the_checkout(tmp_path):
         result = subprocess.run(argv, cwd=installed_here(service["WorkingDirectory"], tmp_path), capture_output=True,
                                 text=True, timeout=300)
         assert result.returncode == 0, (key, result.stdout, result.stderr)
-    assert "campaign nightly: 124 runs" in result.stdout
+    assert "campaign nightly: 160 runs" in result.stdout
 
 
 def test_the_documented_cron_line_is_valid_and_runs(tmp_path):
@@ -76,3 +76,17 @@ def test_the_documented_cron_line_is_valid_and_runs(tmp_path):
                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     assert "campaign nightly" in result.stdout
+
+
+def test_the_nightly_plan_exercises_every_expected_unsafe_profile_under_a_family_it_is_unsafe_under():
+    from harness.campaign.gates import families
+    from harness.campaign.model import load_campaign
+    from harness.campaign.plan import plan
+    from sut.profiles import FAULT_FAMILIES, get
+
+    runs = plan(load_campaign(REPO / "campaigns" / "nightly.yaml")).runs
+    unsafe = {run.profile for run in runs if not get(run.profile).expected_safe}
+    assert {"controller-unclean", "master-slave-async", "single-broker"} <= unsafe
+    for profile in unsafe:
+        under = set(get(profile).unsafe_under or FAULT_FAMILIES)
+        assert any(families(run.fault) & under for run in runs if run.profile == profile), profile

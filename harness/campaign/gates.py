@@ -68,9 +68,22 @@ def _safe(profile: str, profiles: Mapping[str, Mapping[str, Any]]) -> bool:
     return bool(profiles.get(profile, {}).get("expected_safe", True))
 
 
+def _unsafe_families(profile: str, profiles: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The fault families under which `profile` may lose acknowledged messages (none if safe)."""
+    if _safe(profile, profiles):
+        return set()
+    return set(profiles.get(profile, {}).get("unsafe_under") or FAULT_FAMILIES)
+
+
+def _held_safe(run: RunRow, profiles: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether `run` must lose nothing: its profile is safe under every family of its faults
+    (master-slave-async, unsafe only under crash, still must not lose under kill)."""
+    return not (families(run.fault) & _unsafe_families(run.profile, profiles))
+
+
 def _no_lost_on_safe(runs: list[RunRow], profiles: Mapping[str, Mapping[str, Any]]) -> GateResult:
-    losing = [f"{r.run_id}: {r.lost} lost" for r in runs if _safe(r.profile, profiles) and r.lost]
-    safe_runs = [r for r in runs if _safe(r.profile, profiles)]
+    safe_runs = [r for r in runs if _held_safe(r, profiles)]
+    losing = [f"{r.run_id}: {r.lost} lost" for r in safe_runs if r.lost]
     return GateResult("no-lost-on-safe", "no acknowledged message lost on safe profiles", not losing,
                       "; ".join(losing) if losing else f"{len(safe_runs)} runs of safe profiles lost nothing")
 
@@ -82,7 +95,7 @@ def _unsafe_found(runs: list[RunRow], profiles: Mapping[str, Mapping[str, Any]])
                           "no expected-unsafe profile in this campaign")
     problems, found = [], []
     for profile in unsafe:
-        under = set(profiles.get(profile, {}).get("unsafe_under") or FAULT_FAMILIES)
+        under = _unsafe_families(profile, profiles)
         exercising = [r for r in runs if r.profile == profile and families(r.fault) & under]
         caught = [r for r in exercising if r.valid is False]
         if not exercising:

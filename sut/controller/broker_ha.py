@@ -228,16 +228,21 @@ class ControllerHA(HAStrategy):
         appended = self.store.append(messages)
         self._update_confirm()
         end = appended.end
-        if self.settings.all_ack_in_sync_state_set:
-            replicated: Any = self._wait(lambda: self.confirm_offset() >= end)
-        elif self.settings.in_sync_replicas > 1:
-            need = self.settings.in_sync_replicas
-            replicated = self._wait(lambda: self._copies(end) >= need)
-        else:
-            replicated = _done(None)
-        flushed, ok = await asyncio.gather(self.store.wait_flushed(end), replicated)
+        # Flushed first: with SYNC_FLUSH the confirm offset (what consumers see) waits for the disk.
+        flushed = await self.store.wait_flushed(end)
+        self._update_confirm()
+        ok = await self._replicated(end)
         return PutResult(status_after_append(flushed, ok), appended,
                          extra={"master_epoch": self.master_epoch})
+
+    async def _replicated(self, end: int) -> bool | None:
+        """Wait until enough replicas hold everything below `end` (None: no wait asked)."""
+        if self.settings.all_ack_in_sync_state_set:
+            return await self._wait(lambda: self.confirm_offset() >= end)
+        if self.settings.in_sync_replicas > 1:
+            need = self.settings.in_sync_replicas
+            return await self._wait(lambda: self._copies(end) >= need)
+        return None
 
     def _copies(self, end: int) -> int:
         links = self.master_side.links.values() if self.master_side else []
@@ -270,8 +275,8 @@ class ControllerHA(HAStrategy):
     # ----- confirm offset -----
 
     def _compute_confirm(self) -> int:
-        """min(max offset, acks of the SSS slaves); unchanged while one is disconnected."""
-        value = self.store.max_offset
+        """min(durable end, acks of the SSS slaves); unchanged while one is disconnected."""
+        value = self.store.durable_end
         links = self.master_side.links if self.master_side else {}
         for member in self.effective_sss() - {self.controller_id}:
             link = links.get(member)
@@ -663,6 +668,3 @@ class ControllerHA(HAStrategy):
                 "slave_link": self.slave_side.status() if self.slave_side else None,
                 "role_changes": self.role_changes[-5:]}
 
-
-async def _done(value: Any) -> Any:
-    return value

@@ -67,6 +67,7 @@ class ControllerSettings:
     enable_unclean_election: bool = False    # [enableElectUncleanMaster]
     elect_master_retries: int = 3
     notify_role_change: bool = True          # [notifyBrokerRoleChanged]
+    raft_sync_flush: bool = False            # fsync the Raft log per batch (survives a machine crash)
 
     def validate(self) -> str | None:
         if not self.controller_addrs or len(self.controller_addrs) != len(self.raft_addrs):
@@ -103,7 +104,8 @@ class ControllerSettings:
         try:
             return RaftConfig.from_dict({"node_id": node_id,
                                          "peers": dict(zip(self.node_ids(), self.raft_addrs)),
-                                         "data_dir": data_dir, "timing": self.raft_timing}, where)
+                                         "data_dir": data_dir, "timing": self.raft_timing,
+                                         "sync_flush": self.raft_sync_flush}, where)
         except RaftConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
 

@@ -181,6 +181,16 @@ class MessageStore:
         self._dirty.set()
         self.notify_new_data()
 
+    @property
+    def durable_end(self) -> int:
+        """The end of what this store promises to keep through a machine crash.
+
+        With SYNC_FLUSH, what is on disk (replicas confirm no further, so no
+        consumer reads a message a crash of this machine can take back); with
+        ASYNC_FLUSH, everything written (the page cache is the promise).
+        """
+        return self.flushed_offset if self.sync_flush else self.max_offset
+
     async def wait_flushed(self, offset: int) -> bool:
         """True once everything below offset is on disk; False after sync_flush_timeout_ms.
 
