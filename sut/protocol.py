@@ -557,7 +557,9 @@ class _ClientProtocol(asyncio.Protocol):
         self._fail(f"{self.client.address}: {reason}")
 
     def _fail(self, reason: str) -> None:
-        self.lost = True
+        first, self.lost = not self.lost, True
+        if first and self.client.on_lost is not None:
+            self.client.on_lost(reason)
         pending, self.pending = self.pending, {}
         for future in pending.values():
             if not future.done():
@@ -576,16 +578,20 @@ class RpcClient:
     cannot be opened (sent=False) or breaks with the request in flight.
     Pending calls belong to the connection they were sent on, so a late
     close of an old connection never fails calls made on its successor.
-    Frames that are not responses go to `on_push` (server-initiated requests).
+    Frames that are not responses go to `on_push` (server-initiated requests);
+    `on_lost(reason)` hears when a connection ends, so a client that only
+    listens for pushes learns at once that none will come.
     """
 
     def __init__(self, host: str, port: int, connect_timeout: float = 3.0,
                  max_frame: int = MAX_FRAME_BYTES,
-                 on_push: Callable[[Command], None] | None = None) -> None:
+                 on_push: Callable[[Command], None] | None = None,
+                 on_lost: Callable[[str], None] | None = None) -> None:
         self.host, self.port = host, port
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
         self.on_push = on_push
+        self.on_lost = on_lost
         self._conn: _ClientProtocol | None = None
         self._opaque = itertools.count(1)
         self._lock = asyncio.Lock()

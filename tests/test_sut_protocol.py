@@ -160,3 +160,22 @@ def test_many_calls_in_flight_on_one_connection_pair_up_by_opaque():
         return [r.fields["i"] for r in replies]
 
     assert asyncio.run(scenario()) == list(range(200))
+
+
+def test_a_client_that_only_listens_for_pushes_hears_at_once_when_its_connection_ends():
+    async def ok(cmd, conn):
+        return cmd.reply(0)
+
+    async def scenario():
+        server = await _server(ok)
+        lost: asyncio.Queue[str] = asyncio.Queue()
+        client = RpcClient("127.0.0.1", server.port, on_lost=lost.put_nowait)
+        await client.call(1)
+        assert lost.empty()
+        await server.close()   # the peer goes away while nothing is in flight
+        reason = await asyncio.wait_for(lost.get(), 2)
+        await client.close()
+        return reason, lost.qsize()
+
+    reason, more = asyncio.run(scenario())
+    assert "127.0.0.1" in reason and more == 0   # once per connection, not again on close()

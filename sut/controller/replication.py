@@ -289,9 +289,11 @@ class SlaveSide:
 
     async def _follow(self) -> None:
         host, port = split_address(self.master_addr, "master HA address")
-        inbox: asyncio.Queue[Command] = asyncio.Queue()
+        # A lost connection goes into the inbox too: the master (or its machine) is gone,
+        # and waiting for the housekeeping timeout would keep the SSS waiting on us.
+        inbox: asyncio.Queue[Command | str] = asyncio.Queue()
         client = RpcClient(host, port, connect_timeout=self.timing.heartbeat_s,
-                           on_push=inbox.put_nowait)
+                           on_push=inbox.put_nowait, on_lost=inbox.put_nowait)
         try:
             reply = await client.call(RequestCode.HA_HANDSHAKE, {
                 "broker_id": self.hooks.broker_id, "learner": self.hooks.learner,
@@ -308,6 +310,8 @@ class SlaveSide:
                     cmd = await asyncio.wait_for(inbox.get(), self.timing.housekeeping_s)
                 except asyncio.TimeoutError:
                     raise HAError(f"nothing from the master for {self.timing.housekeeping_s:.0f}s")
+                if isinstance(cmd, str):
+                    raise HAError(cmd)
                 appended = self._on_transfer(cmd)
                 if appended or time.monotonic() - last_ack >= self.timing.heartbeat_s / 2:
                     await client.oneway(RequestCode.HA_ACK, {"offset": self.store.max_offset})
