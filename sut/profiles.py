@@ -220,9 +220,11 @@ def _master_slave(name: str, master_role: str, description: str, slaves: int = 1
         return ProcessSpec(proc, "broker", node, {**BROKER_BASE, "broker_name": "broker-a",
                                                   "broker_id": broker_id, "ha_mode": "master-slave",
                                                   "slave_acting_master": acting_master, "ha": ha})
-    # An async master acks before its slave has the data: a machine crash of the
-    # master loses what the slave had not pulled (kill -9 keeps the page cache).
-    unsafe = ("crash",) if master_role == "ASYNC_MASTER" else ()
+    # Classic HA acks from page caches (ASYNC_FLUSH): a machine crash of the master
+    # loses its unflushed tail, and with no failover the restarted master serves on
+    # from its shorter log (an ASYNC_MASTER also loses what its slave had not pulled;
+    # a SYNC_MASTER's slave has it, but nobody reads it). kill -9 keeps the page cache.
+    unsafe = ("crash",)
     return Profile(name, description, (
         ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
         broker("broker-a-0", 0, 0, master_role),
@@ -329,7 +331,7 @@ PROFILES: dict[str, Profile] = {
         "classic HA: an ASYNC_MASTER acks before its slave has the data, no failover"),
     # RIP-32: no write failover; a masterless group is served read-only by its
     # smallest-id slave. SYNC_MASTER acks with one slave's copy, so it is as safe as
-    # master-slave-sync (acting masters never take writes).
+    # master-slave-sync (acting masters never take writes): safe but under crash.
     "acting-master": _master_slave(
         "acting-master", "SYNC_MASTER",
         "RIP-32 slave acting master: 1 SYNC_MASTER + 2 slaves; without a master the slave "

@@ -86,7 +86,7 @@ def test_the_nightly_plan_exercises_every_expected_unsafe_profile_under_a_family
 
     runs = plan(load_campaign(REPO / "campaigns" / "nightly.yaml")).runs
     unsafe = {run.profile for run in runs if not get(run.profile).expected_safe}
-    assert {"controller-unclean", "master-slave-async", "single-broker"} <= unsafe
+    assert {"controller-unclean", "master-slave-sync", "master-slave-async", "single-broker"} <= unsafe
     for profile in unsafe:
         under = set(get(profile).unsafe_under or FAULT_FAMILIES)
         assert any(families(run.fault) & under for run in runs if run.profile == profile), profile
