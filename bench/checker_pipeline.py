@@ -45,6 +45,7 @@ FAULT_EVERY_S, FAULT_FOR_S, OUTAGE_S = 30, 10, 2
 TIMEOUT_MS = 1000
 PULL_BATCH = 32
 LOSS, DUPLICATE, BACKGROUND_INFO = 1e-4, 1e-4, 1e-3
+JOB_GROUP = "chaos-bench-check"  # the Spark jobs of the measured check_runs call are counted
 
 
 # -- generation --------------------------------------------------------------------------
@@ -220,7 +221,7 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], run
     usage = Usage()
     usage.start()
     started = time.perf_counter()
-    get_spark(master, conf, run_dir / "spark.log")
+    spark = get_spark(master, conf, run_dir / "spark.log")
     session_s = time.perf_counter() - started
     steps: dict[str, float] = {}
     last = [time.perf_counter(), None]
@@ -232,14 +233,16 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], run
         last[:] = [now, name]
 
     started, cpu_before = time.perf_counter(), usage.cpu
+    spark.sparkContext.setJobGroup(JOB_GROUP, "the measured check")
     result = check_runs(copies(run_dir, runs), master, conf, progress=progress)[0]
     progress("done")
     total = time.perf_counter() - started
+    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))
     events *= runs
     usage.running = False
     usage.join()
     queue = result["checkers"]["queue"]["counts"]
-    return {"events": events, "runs": runs, "check_s": round(total, 1), "events_per_s": round(events / total),
+    return {"events": events, "runs": runs, "check_s": round(total, 1), "spark_jobs": jobs, "events_per_s": round(events / total),
             "spark_start_s": round(session_s, 1), "peak_rss_gib": round(usage.peak / 2**30, 2),
             "cpu_s": round(usage.cpu - cpu_before), "load_avg": os.getloadavg()[0],
             "steps_s": steps, "valid": result["valid"],

@@ -59,31 +59,26 @@ class CheckContext:
     def runs_where(self, predicate) -> list[int]:
         return [r.index for r in self.runs if predicate(r)]
 
+    def with_operation(self, runs: list[int], function: str) -> list[int]:
+        """Those of `runs` whose history has operations of `function`."""
+        return [run for run in runs if function in self.runs[run].counts]
+
     def history_of(self, runs: list[int]) -> DataFrame:
         return self.history.filter(F.col("run").isin(runs))
 
 
-def gather_facts(history: DataFrame, rec: Reconstruction, run_dirs: list[Path],
+def gather_facts(rec: Reconstruction, run_dirs: list[Path],
                  specs: list[tuple[RunSpec, str | None]]) -> list[RunFacts]:
-    """Counts by f and outcome, dangling operations and time span of every run (one job)."""
-    runs = [RunFacts(index=i, run_dir=Path(d), spec=spec, spec_problem=problem,
-                     windows=rec.windows[i], fault_problems=rec.fault_problems[i],
-                     malformed=rec.malformed_counts[i], malformed_examples=rec.malformed_examples[i])
-            for i, (d, (spec, problem)) in enumerate(zip(run_dirs, specs))]
-    last = F.greatest("invoke_time", F.coalesce("complete_time", "invoke_time"))
-    rows = (history.groupBy("run", "f", "type")
-            .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("dangling").cast("long")).alias("dangling"),
-                 F.min("invoke_time").alias("start"), F.max(last).alias("end"))
-            .collect())
-    starts: dict[int, int] = {}
-    for row in rows:
-        run = runs[row["run"]]
-        run.counts.setdefault(row["f"], {})[row["type"]] = row["n"]
-        run.dangling += row["dangling"] or 0
-        starts[run.index] = min(starts.get(run.index, row["start"]), row["start"])
-        run.end = max(run.end, row["end"])
-    for run in runs:
-        run.start = starts.get(run.index, 0)
+    """Counts by f and outcome, dangling operations and time span of every run (from the
+    reconstruction's census: no Spark job)."""
+    runs = []
+    for i, (d, (spec, problem)) in enumerate(zip(run_dirs, specs)):
+        run = RunFacts(index=i, run_dir=Path(d), spec=spec, spec_problem=problem,
+                       windows=rec.windows[i], fault_problems=rec.fault_problems[i],
+                       malformed=rec.malformed_counts[i], malformed_examples=rec.malformed_examples[i],
+                       counts=rec.census.counts[i], dangling=rec.census.dangling[i])
+        run.start, end = rec.census.spans[i]
         fault_times = [t for w in run.windows for t in (w.start, w.stop) if t is not None]
-        run.end = max([run.end, *fault_times])
+        run.end = max([end, *fault_times])
+        runs.append(run)
     return runs

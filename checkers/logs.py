@@ -80,7 +80,7 @@ def check(ctx: CheckContext, runs: list[int]) -> tuple[DataFrame, dict[int, dict
     """The anomaly rows of the log runs and their `queue` sections."""
     history = ctx.history_of(runs)
     appends, reads, audit = appends_of(history), reads_of(history), audit_items(history)
-    audited = offsets.audited_runs(history, "append")
+    audited = offsets.audited_runs(history, "append", ctx.with_operation(runs, AUDIT_FUNCTION))
     observations = (appends.select(*offsets.OBSERVATION_COLUMNS[:-1], F.lit("append").alias("source"))
                     .unionByName(reads.filter(F.col("id").isNotNull())
                                  .select("run", "key", "offset", "id", F.lit("read").alias("source")))

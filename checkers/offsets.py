@@ -28,8 +28,12 @@ from .ops import AUDIT_FUNCTION
 OBSERVATION_COLUMNS = ("run", "key", "offset", "id", "source")
 
 
-def audited_runs(history: DataFrame, write_function: str) -> list[int]:
-    """Runs whose audit read every written queue to its end (an ok audit that found nothing)."""
+def audited_runs(history: DataFrame, write_function: str, candidates: list[int]) -> list[int]:
+    """Of `candidates` (the runs with audit operations), those whose audit read every written
+    queue to its end (an ok audit that found nothing). No candidates: no Spark job."""
+    if not candidates:
+        return []
+    history = history.filter(F.col("run").isin(candidates))
     ended = (history.filter((F.col("f") == AUDIT_FUNCTION) & (F.col("type") == "ok")
                             & (F.size(F.from_json("value", "array<string>")) == 0))
              .select("run", "key").distinct().withColumn("ended", F.lit(True)))

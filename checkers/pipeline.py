@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from . import linearizable, perf, queue, rto, stats
 from .context import CheckContext, RunFacts, gather_facts
+from .parse import run_files
 from .reconstruct import reconstruct
 from .runspec import RunSpec, RunSpecError, load_spec
 from .schema import HISTORY, MALFORMED, QUEUE_ANOMALIES
@@ -29,6 +30,10 @@ from .staging import CHECKED_DIR, Staging
 from .verdict import UNKNOWN, crashed, guarded, merge_results
 
 RESULTS_FILE = "results.json"
+# Inputs up to this many raw bytes (all runs of a call together; ~300,000 events)
+# keep their intermediate tables in Spark's cache instead of staged Parquet
+# (checkers/staging.py): fewer jobs for small checks, flat memory for big ones.
+IN_MEMORY_BYTES = 64 * 2**20
 SPARK_LOG = "spark.log"
 STEPS = ("reconstructing histories", "run facts", "stats", "queue and order", "rto", "perf",
          "linearizability", "writing results")
@@ -59,6 +64,11 @@ def find_runs(paths: Iterable[Path | str]) -> list[Path]:
         for run in candidates:
             found.setdefault(run.resolve(), None)
     return list(found)
+
+
+def raw_bytes(run_dirs: list[Path]) -> int:
+    """The size of the raw event files of `run_dirs`."""
+    return sum(os.path.getsize(f.path) for run, d in enumerate(run_dirs) for f in run_files(run, d))
 
 
 def _spec(run_dir: Path) -> tuple[RunSpec, str | None]:
@@ -120,7 +130,7 @@ def _check(spark: Any, run_dirs: list[Path], staging: Staging, step: Progress) -
     step("reconstructing histories")
     rec = reconstruct(spark, run_dirs, staging)
     step("run facts")
-    runs = gather_facts(rec.history, rec, run_dirs, specs)
+    runs = gather_facts(rec, run_dirs, specs)
     ctx = CheckContext(spark=spark, history=rec.history, runs=runs, staging=staging)
     per_run = _run_checkers(ctx, step)
     step("writing results")
@@ -147,7 +157,7 @@ def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
     parent = Path(os.path.commonpath(dirs))
     step = progress or (lambda _name: None)
     spark = get_spark(spark_master, spark_conf, log_file or parent / SPARK_LOG)
-    with Staging(spark, parent) as staging:
+    with Staging(spark, parent, in_memory=raw_bytes(dirs) <= IN_MEMORY_BYTES) as staging:
         try:
             results = _check(spark, dirs, staging, step)
         except Exception as exc:  # Spark or a reconstruction bug: report, do not lose the runs

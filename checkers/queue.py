@@ -358,7 +358,7 @@ def _check_queue_runs(ctx: CheckContext, runs: list[int]) -> tuple[DataFrame, di
     ctx.staging.write(send_rows(history), "queue_sends")
     ctx.staging.write(consumption_rows(history), "queue_items")
     sends, items = ctx.staging.read("queue_sends"), ctx.staging.read("queue_items")
-    audited = offsets.audited_runs(history, "send")
+    audited = offsets.audited_runs(history, "send", ctx.with_operation(runs, AUDIT_FUNCTION))
     joined = classify(message_table(sends, items), audited).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         keys = sends.select("run", "id", "key").unionByName(items.select("run", "id", "key"))

@@ -40,8 +40,12 @@ class Reconstruction:
     history: DataFrame  # HISTORY_SCHEMA + `run`
     windows: list[list[FaultWindow]]
     fault_problems: list[list[str]]
-    malformed_counts: list[int]
+    census: Census
     malformed_examples: list[list[dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def malformed_counts(self) -> list[int]:
+        return self.census.problems
 
 
 def _fault_events(spark: SparkSession, files: list[RawFile], n_runs: int) -> list[list[FaultEvent]]:
@@ -125,18 +129,51 @@ def _bucket() -> Column:
     return F.floor(F.col("invoke_time") / BUCKET_NS).cast("long")
 
 
-def census(paired: DataFrame, n_runs: int) -> tuple[list[tuple[int, int, int]], list[int]]:
-    """One pass over the paired rows: operations per (run, second of invoke time), and
-    problem rows per run."""
-    rows = (paired.groupBy("run", F.when(F.col("is_op"), _bucket()).alias("bucket"))
-            .agg(F.count_if(F.col("is_op")).alias("ops"),
-                 F.count_if(F.col("problem").isNotNull()).alias("problems"))
+@dataclass
+class Census:
+    """What one pass over the paired rows says about every run (small: on the driver)."""
+
+    buckets: list[tuple[int, int, int]]  # (run, second of invoke time, operations), sorted
+    problems: list[int]  # problem rows per run
+    counts: list[dict[str, dict[str, int]]]  # per run: f -> outcome -> operations
+    dangling: list[int]  # per run: invokes that never completed
+    spans: list[tuple[int, int]]  # per run: first invoke, last event of an operation (ns; 0, 0 if none)
+
+
+def census(paired: DataFrame, n_runs: int) -> Census:
+    """One aggregation over the paired rows: operations per (run, second of invoke time,
+    f, outcome) with their dangling count and time span, and problem rows per run.
+
+    The per-run facts every checker shares come from here too, so that they
+    cost no pass over the history of their own.
+    """
+    is_op = F.col("is_op")
+    last = F.greatest("invoke_time", F.coalesce("complete_time", "invoke_time"))
+    rows = (paired.groupBy("run", F.when(is_op, _bucket()).alias("bucket"),
+                           F.when(is_op, F.col("f")).alias("op_f"), F.when(is_op, F.col("type")).alias("op_type"))
+            .agg(F.count_if(is_op).alias("ops"),
+                 F.count_if(F.col("problem").isNotNull()).alias("problems"),
+                 F.count_if(is_op & F.col("dangling")).alias("dangling"),
+                 F.min(F.when(is_op, F.col("invoke_time"))).alias("start"),
+                 F.max(F.when(is_op, last)).alias("end"))
             .collect())
-    problems = [0] * n_runs
+    found = Census([], [0] * n_runs, [{} for _ in range(n_runs)], [0] * n_runs, [(0, 0)] * n_runs)
+    per_bucket: dict[tuple[int, int], int] = {}
+    spans: dict[int, tuple[int, int]] = {}
     for row in rows:
-        problems[row["run"]] += row["problems"]
-    buckets = sorted((r["run"], r["bucket"], r["ops"]) for r in rows if r["ops"])
-    return buckets, problems
+        run = row["run"]
+        found.problems[run] += row["problems"]
+        if not row["ops"]:
+            continue
+        per_bucket[run, row["bucket"]] = per_bucket.get((run, row["bucket"]), 0) + row["ops"]
+        by_type = found.counts[run].setdefault(row["op_f"], {})
+        by_type[row["op_type"]] = by_type.get(row["op_type"], 0) + row["ops"]
+        found.dangling[run] += row["dangling"]
+        start, end = spans.get(run, (row["start"], row["end"]))
+        spans[run] = (min(start, row["start"]), max(end, row["end"]))
+    found.spans = [spans.get(run, (0, 0)) for run in range(n_runs)]
+    found.buckets = sorted((run, bucket, n) for (run, bucket), n in per_bucket.items())
+    return found
 
 
 def _bucket_offsets(spark: SparkSession, buckets: list[tuple[int, int, int]]) -> DataFrame:
@@ -196,14 +233,16 @@ def reconstruct(spark: SparkSession, run_dirs: list[Path], staging: Staging) -> 
     files = [f for run, d in enumerate(run_dirs) for f in run_files(run, d)]
     lines = read_lines(spark, files)
     if lines is None:
+        nothing = Census([], [0] * n_runs, [{} for _ in run_dirs], [0] * n_runs, [(0, 0)] * n_runs)
         return Reconstruction(_empty_history(spark), [[] for _ in run_dirs],
-                              [[] for _ in run_dirs], [0] * n_runs, [[] for _ in run_dirs])
+                              [[] for _ in run_dirs], nothing, [[] for _ in run_dirs])
     events = parse(lines)
     found = [fault_windows(evs) for evs in _fault_events(spark, files, n_runs)]
     windows = [w for w, _ in found]
     staging.write(pair(events), "paired")
     paired = staging.read("paired")
-    buckets, problems = census(paired, n_runs)
-    examples = _malformed(lines, paired, staging, n_runs) if any(problems) else [[] for _ in run_dirs]
-    staging.write(index_history(spark, paired.filter("is_op"), windows, buckets), "history")
-    return Reconstruction(staging.read("history"), windows, [p for _, p in found], problems, examples)
+    counted = census(paired, n_runs)
+    examples = (_malformed(lines, paired, staging, n_runs) if any(counted.problems)
+                else [[] for _ in run_dirs])
+    staging.write(index_history(spark, paired.filter("is_op"), windows, counted.buckets), "history")
+    return Reconstruction(staging.read("history"), windows, [p for _, p in found], counted, examples)

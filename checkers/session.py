@@ -22,7 +22,10 @@ DEFAULT_MASTER = "local[*]"
 # Defaults: no web UI, no console progress bar (we draw our own), 16 shuffle
 # partitions (the default 200 costs seconds per shuffle on 2 cores; adaptive
 # execution merges them further for small data, and 16 keeps the sort of a
-# 10 M event history in memory). Anything here can be overridden with --conf.
+# 10 M event history in memory). The files of a check are listed on the driver:
+# above 32 paths Spark would list them in a Spark job of one task per path
+# (6,500 tasks for 50 runs of 130 files), which costs more than the check of
+# small runs. Anything here can be overridden with --conf.
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -30,6 +33,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.python.worker.reuse": "true",
     "spark.sql.adaptive.enabled": "true",
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
 }
 
 # On a local master Spark's sockets stay on loopback.

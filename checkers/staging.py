@@ -4,6 +4,13 @@ Spark writes a table of all runs partitioned by `run` into a staging
 directory (one job, however many runs); `publish` then moves each run's
 partition into `<run_dir>/checked/<table>.parquet`. Staging lives next to the
 runs, so publishing is a rename on the same file system.
+
+Small inputs (`in_memory`, chosen by the pipeline from the raw bytes) keep
+the intermediate tables in Spark's cache instead: each Parquet write and
+read-back costs a job and a file listing, which dominates a check of a few
+thousand events. Only the published tables are written, once, at publish
+time. Large inputs stage every table as Parquet, so that memory stays flat
+however long the history.
 """
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ import uuid
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql import types as T
@@ -20,28 +28,42 @@ CHECKED_DIR = "checked"
 
 
 class Staging:
-    """A scratch directory for run-partitioned tables; removed on close."""
+    """A scratch directory (and, for small inputs, cache) for run-partitioned tables;
+    removed on close."""
 
-    def __init__(self, spark: SparkSession, parent: Path) -> None:
+    def __init__(self, spark: SparkSession, parent: Path, in_memory: bool = False) -> None:
         self.spark = spark
+        self.in_memory = in_memory
         self.root = Path(parent) / f".chaos-check-{uuid.uuid4().hex[:12]}"
         self.root.mkdir(parents=True)
         self._schemas: dict[str, T.StructType] = {}
+        self._cached: dict[str, DataFrame] = {}
 
     def path(self, table: str) -> str:
         return str(self.root / table)
 
     def write(self, df: DataFrame, table: str) -> None:
-        """Write `df` (with a `run` column) partitioned by run."""
+        """Keep `df` (with a `run` column): cached when in memory, else written partitioned by run."""
         self._schemas[table] = df.schema
+        if self.in_memory:
+            self._uncache(table)
+            self._cached[table] = df.persist(StorageLevel.MEMORY_AND_DISK)
+        else:
+            self._write(df, table)
+
+    def _write(self, df: DataFrame, table: str) -> None:
         df.write.mode("overwrite").partitionBy("run").parquet(self.path(table))
 
     def read(self, table: str) -> DataFrame:
         """A staged table (with its `run` column), also when it has no rows at all."""
+        if table in self._cached:
+            return self._cached[table]
         return self.spark.read.schema(self._schemas[table]).parquet(self.path(table))
 
     def publish(self, table: str, run_dirs: list[Path], schema: T.StructType) -> None:
         """Move each run's part to its checked/ directory (an empty table if it has none)."""
+        if table in self._cached:
+            self._write(self._cached[table], table)
         for run, run_dir in enumerate(run_dirs):
             target = Path(run_dir) / CHECKED_DIR / f"{table}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -54,7 +76,14 @@ class Staging:
                 target.mkdir()
                 pq.write_table(to_arrow_schema(schema).empty_table(), target / "part-00000.parquet")
 
+    def _uncache(self, table: str) -> None:
+        cached = self._cached.pop(table, None)
+        if cached is not None:
+            cached.unpersist()
+
     def close(self) -> None:
+        for table in list(self._cached):
+            self._uncache(table)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> "Staging":
