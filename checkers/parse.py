@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from .frames import local_frame
 from .ops import EVENT_TYPES, NEMESIS_PROCESS
 from .schema import RAW_EVENT
 
@@ -71,7 +72,7 @@ def read_lines(spark: SparkSession, files: list[RawFile]) -> DataFrame | None:
         mine = [f for f in files if f.kind == kind]
         if not mine:
             continue
-        runs = spark.createDataFrame([(f.path, f.run) for f in mine], "path string, run int")
+        runs = local_frame(spark, [(f.path, f.run) for f in mine], "path string, run int")
         scan = spark.read.text([f.path for f in mine]).select(
             F.lit(kind).alias("kind"),
             F.col("value").alias("text"),

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .context import CheckContext, RunFacts
+from .frames import local_frame
 
 QUANTILES = (0.5, 0.95, 0.99)
 SERIES_QUANTILES = (0.5, 0.99)
@@ -59,7 +60,7 @@ def latency_table(history: DataFrame) -> dict[int, list[dict[str, Any]]]:
 def series_table(spark: SparkSession, history: DataFrame,
                  widths: dict[int, int]) -> dict[int, list[dict[str, Any]]]:
     """Per run: for each (f, outcome), ops, throughput and latency per time bucket."""
-    width_df = F.broadcast(spark.createDataFrame(list(widths.items()), "b_run int, width long"))
+    width_df = F.broadcast(local_frame(spark, list(widths.items()), "b_run int, width long"))
     bucketed = (_completed(history).join(width_df, F.col("run") == F.col("b_run"))
                 .withColumn("bucket", F.floor(F.col("complete_time") / (F.col("width") * 1e9))))
     rows = (bucketed.groupBy("run", "f", "type", "bucket").agg(

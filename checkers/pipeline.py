@@ -9,6 +9,7 @@ still gets its own `checked/` tables and `results.json` (DESIGN.md 4.3).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -25,15 +26,17 @@ from .parse import run_files
 from .reconstruct import reconstruct
 from .runspec import RunSpec, RunSpecError, load_spec
 from .schema import HISTORY, MALFORMED, QUEUE_ANOMALIES
-from .session import get_spark
+from .session import get_spark, small_input_settings
 from .staging import CHECKED_DIR, Staging
 from .verdict import UNKNOWN, crashed, guarded, merge_results
 
 RESULTS_FILE = "results.json"
 # Inputs up to this many raw bytes (all runs of a call together; ~300,000 events)
 # keep their intermediate tables in Spark's cache instead of staged Parquet
-# (checkers/staging.py): fewer jobs for small checks, flat memory for big ones.
-IN_MEMORY_BYTES = 64 * 2**20
+# (checkers/staging.py) and run with fewer shuffle partitions and no adaptive
+# execution (checkers.session.SMALL_INPUT_CONF): fewer jobs for small checks,
+# flat memory and parallel shuffles for big ones.
+SMALL_INPUT_BYTES = 64 * 2**20
 SPARK_LOG = "spark.log"
 STEPS = ("reconstructing histories", "run facts", "stats", "queue and order", "rto", "perf",
          "linearizability", "writing results")
@@ -157,7 +160,9 @@ def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
     parent = Path(os.path.commonpath(dirs))
     step = progress or (lambda _name: None)
     spark = get_spark(spark_master, spark_conf, log_file or parent / SPARK_LOG)
-    with Staging(spark, parent, in_memory=raw_bytes(dirs) <= IN_MEMORY_BYTES) as staging:
+    small = raw_bytes(dirs) <= SMALL_INPUT_BYTES
+    with Staging(spark, parent, in_memory=small) as staging, \
+            (small_input_settings(spark) if small else contextlib.nullcontext()):
         try:
             results = _check(spark, dirs, staging, step)
         except Exception as exc:  # Spark or a reconstruction bug: report, do not lose the runs

@@ -22,6 +22,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from .frames import local_frame
 from .ops import INVOKE, OUTCOMES
 from .parse import HISTORY, NEMESIS, RawFile, locate_lines, parse, read_lines, run_files
 from .schema import HISTORY as HISTORY_SCHEMA
@@ -183,14 +184,14 @@ def _bucket_offsets(spark: SparkSession, buckets: list[tuple[int, int, int]]) ->
         base = seen.get(run, 0)
         offsets.append((run, bucket, base))
         seen[run] = base + count
-    return spark.createDataFrame(offsets, "o_run int, o_bucket long, base long")
+    return local_frame(spark, offsets, "o_run int, o_bucket long, base long")
 
 
 def _tag_faults(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWindow]]) -> DataFrame:
     """Add `faults`: ids of the fault windows active at each operation's invoke."""
     pieces = [(run, lo, hi, ids) for run, run_windows in enumerate(windows)
               for lo, hi, ids in segments(run_windows)]
-    seg = F.broadcast(spark.createDataFrame(pieces, "s_run int, lo long, hi long, ids array<int>"))
+    seg = F.broadcast(local_frame(spark, pieces, "s_run int, lo long, hi long, ids array<int>"))
     joined = ops.join(seg, (F.col("run") == F.col("s_run")) & (F.col("invoke_time") >= F.col("lo"))
                       & (F.col("invoke_time") < F.col("hi")), "left")
     return joined.withColumn("faults", F.coalesce("ids", F.array().cast("array<int>")))
@@ -209,7 +210,7 @@ def index_history(spark: SparkSession, ops: DataFrame, windows: list[list[FaultW
 
 
 def _empty_history(spark: SparkSession) -> DataFrame:
-    return spark.createDataFrame([], HISTORY_SCHEMA).withColumn("run", F.lit(0))
+    return local_frame(spark, [], HISTORY_SCHEMA).withColumn("run", F.lit(0))
 
 
 def _malformed(lines: DataFrame, paired: DataFrame, staging: Staging,

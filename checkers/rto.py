@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .context import CheckContext, RunFacts
+from .frames import local_frame
 from .ops import PRECONDITION_FAILED_ERRORS, WRITE_FUNCTIONS
 from .verdict import UNKNOWN
 from .windows import LONG_MAX, FaultWindow
@@ -62,7 +63,7 @@ def writes_of(history: DataFrame) -> DataFrame:
 def _window_table(spark: SparkSession, runs: list[RunFacts]) -> DataFrame:
     rows = [(r.index, w.id, w.start, LONG_MAX if w.stop is None else w.stop)
             for r in runs for w in r.windows]
-    return spark.createDataFrame(rows, "w_run int, window int, start long, stop long")
+    return local_frame(spark, rows, "w_run int, window int, start long, stop long")
 
 
 def window_stats(writes: DataFrame, windows: DataFrame) -> dict[tuple[int, int], dict[str, Any]]:
@@ -108,7 +109,7 @@ def recoveries(spark: SparkSession, writes: DataFrame,
     """Per outage (run, window, from): completion of the first success invoked after it."""
     if not outages:
         return {}
-    starts = spark.createDataFrame(outages, "o_run int, window int, outage_from long")
+    starts = local_frame(spark, outages, "o_run int, window int, outage_from long")
     after = (F.col("run") == F.col("o_run")) & (F.col("invoke_time") >= F.col("outage_from"))
     rows = (writes.filter("ok").join(F.broadcast(starts), after).groupBy("o_run", "window")
             .agg(F.min("complete_time").alias("recovered")).collect())

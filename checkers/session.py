@@ -44,6 +44,37 @@ LOCAL_CONF: dict[str, str] = {
 }
 
 
+# Small inputs (checkers.pipeline.SMALL_INPUT_BYTES) run with these SQL settings
+# for the time of their check: without adaptive execution each query is one
+# job (adaptive execution submits every shuffle stage as a job of its own and
+# re-plans in between), and a shuffle has as many partitions as there are
+# cores instead of 16 mostly empty ones. Halves the jobs of a small check.
+SMALL_INPUT_CONF: dict[str, str] = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.shuffle.partitions": "0",  # 0: the session's default parallelism (its cores)
+}
+
+
+@contextlib.contextmanager
+def small_input_settings(spark: SparkSession) -> Iterator[None]:
+    """SMALL_INPUT_CONF while the block runs; a setting the user changed from our
+    default (--conf) is left alone."""
+    saved: dict[str, str] = {}
+    for key, value in SMALL_INPUT_CONF.items():
+        current = spark.conf.get(key, None)
+        if current != DEFAULT_CONF.get(key, current):
+            continue
+        saved[key] = current
+        if key == "spark.sql.shuffle.partitions" and value == "0":
+            value = str(spark.sparkContext.defaultParallelism)
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+
+
 @contextlib.contextmanager
 def _output_redirected(log_file: Path) -> Iterator[None]:
     """Point fds 1 and 2 at `log_file` while a child (the JVM) is started."""

@@ -47,7 +47,10 @@ class Staging:
         self._schemas[table] = df.schema
         if self.in_memory:
             self._uncache(table)
-            self._cached[table] = df.persist(StorageLevel.MEMORY_AND_DISK)
+            # a few partitions, as the Parquet scan of a small table would give: the cache
+            # keeps the partitioning, and each cached partition is a task of every later job
+            few = df.coalesce(self.spark.sparkContext.defaultParallelism)
+            self._cached[table] = few.persist(StorageLevel.MEMORY_AND_DISK)
         else:
             self._write(df, table)
 
