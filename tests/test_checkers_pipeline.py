@@ -807,3 +807,49 @@ def test_failovers_count_changes_of_the_node_serving_successful_writes(checked):
     rto = result(checked, "stalled-master")["checkers"]["rto"]
     assert rto["failovers"] == 1
     assert [m["node"] for m in rto["masters"]] == ["n1", "n2"]
+
+
+# -- small and large inputs take different paths to the same results ---------------------
+
+def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "checked_at"}
+
+
+def test_the_large_input_path_gives_the_same_results_as_the_small_one(checked, tmp_path, monkeypatch):
+    """Above SMALL_INPUT_BYTES tables are staged as Parquet and Spark plans adaptively;
+    every results.json and history table must stay the same."""
+    import shutil
+
+    from checkers import pipeline
+
+    copies = []
+    for name, entry in checked.items():
+        target = tmp_path / "runs" / name
+        shutil.copytree(entry["dir"], target, ignore=shutil.ignore_patterns("checked", "results.json"))
+        copies.append(target)
+    monkeypatch.setattr(pipeline, "SMALL_INPUT_BYTES", -1)
+    large = check_runs(copies)
+    for run_dir, result in zip(copies, large):
+        assert _comparable(result) == _comparable(checked[run_dir.name]["result"]), run_dir.name
+        again = pq.read_table(run_dir / "checked" / "history.parquet").to_pylist()
+        assert sorted(again, key=lambda r: r["index"]) == history_rows(checked, run_dir.name)
+
+
+def test_small_tables_reach_spark_as_the_rows_given(spark):
+    from checkers.frames import local_frame
+
+    rows = [(0, 5, 9, [1, 2]), (3, None, 7, [])]
+    frame = local_frame(spark, rows, "s_run int, lo long, hi long, ids array<int>")
+    assert [tuple(r) for r in frame.collect()] == rows
+    assert local_frame(spark, [], "path string, run int").count() == 0
+
+
+def test_small_input_settings_are_restored_and_leave_a_user_setting_alone(spark):
+    from checkers.session import small_input_settings
+
+    before = {k: spark.conf.get(k) for k in ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")}
+    with small_input_settings(spark):
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+        # the test session sets 2 shuffle partitions itself: that stays
+        assert spark.conf.get("spark.sql.shuffle.partitions") == before["spark.sql.shuffle.partitions"]
+    assert {k: spark.conf.get(k) for k in before} == before
