@@ -275,6 +275,7 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / "tests"))
         from spark_standalone import StandaloneCluster
 
+        (args.data / "standalone").mkdir(parents=True, exist_ok=True)
         with StandaloneCluster(args.data / "standalone", workers=2, cores=1, memory="2g") as cluster:
             conf = {"spark.driver.host": "127.0.0.1", "spark.pyspark.python": sys.executable,
                     "spark.executor.memory": "1500m", **conf}
