@@ -855,11 +855,21 @@ def test_small_tables_reach_spark_as_the_rows_given(spark):
 
 
 def test_small_input_settings_are_restored_and_leave_a_user_setting_alone(spark):
-    from checkers.session import small_input_settings
+    from checkers.session import DEFAULT_CONF, small_input_settings
 
-    before = {k: spark.conf.get(k) for k in ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")}
-    with small_input_settings(spark):
-        assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
-        # the test session sets 2 shuffle partitions itself: that stays
-        assert spark.conf.get("spark.sql.shuffle.partitions") == before["spark.sql.shuffle.partitions"]
-    assert {k: spark.conf.get(k) for k in before} == before
+    keys = ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")
+    session_had = {k: spark.conf.get(k) for k in keys}
+    try:
+        for partitions, inside in ((DEFAULT_CONF["spark.sql.shuffle.partitions"],
+                                    str(spark.sparkContext.defaultParallelism)),   # ours: changed
+                                   ("7", "7")):                                     # a user's: kept
+            spark.conf.set("spark.sql.adaptive.enabled", "true")
+            spark.conf.set("spark.sql.shuffle.partitions", partitions)
+            with small_input_settings(spark):
+                assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+                assert spark.conf.get("spark.sql.shuffle.partitions") == inside
+            assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+            assert spark.conf.get("spark.sql.shuffle.partitions") == partitions
+    finally:
+        for key, value in session_had.items():
+            spark.conf.set(key, value)
