@@ -46,6 +46,7 @@ from inventory.model import Inventory, Node
 from inventory import netns
 from inventory.netns import (
     DEFAULT_NAME,
+    ClusterLayout,
     LocalClusterRecord,
     DEFAULT_NODES,
     MAX_NODES,
@@ -112,16 +113,13 @@ class DockerRecord(LocalClusterRecord):
         return f"rmqc-{self.name}-{node}"
 
 
-class Layout:
-    """Paths inside one docker cluster's state directory."""
+class Layout(ClusterLayout):
+    """Paths inside one docker cluster's state directory (sshd's files are mounted into the containers)."""
+
+    kind: ClassVar[str] = "docker"
 
     def __init__(self, home: Path, name: str) -> None:
-        _check_name(name)  # the name becomes a path that `down` deletes
-        self.root = home / "docker" / name
-        self.record = self.root / "cluster.json"
-        self.inventory = self.root / "inventory.yaml"
-        self.known_hosts = self.root / "known_hosts"
-        self.client_key = self.root / "keys" / "client_ed25519"
+        super().__init__(home, name)
         self.ssh = self.root / "ssh"  # mounted read-only at SSH_MOUNT in every container
         self.host_key = self.ssh / "host_ed25519"
         self.authorized_keys = self.ssh / "authorized_keys"

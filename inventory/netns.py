@@ -105,16 +105,26 @@ class ClusterRecord(LocalClusterRecord):
         return f"{PREFIX}{self.tag}v{index}"
 
 
-class Layout:
-    """Paths inside one cluster's state directory."""
+class ClusterLayout:
+    """Paths every local provider keeps in a cluster's state directory
+    (`home/<kind>/<name>`); where sshd's files live is the provider's choice."""
+
+    kind: ClassVar[str] = "clusters"
 
     def __init__(self, home: Path, name: str) -> None:
         _check_name(name)  # the name becomes a path that `down` deletes
-        self.root = home / "clusters" / name
+        self.root = home / self.kind / name
         self.record = self.root / "cluster.json"
         self.inventory = self.root / "inventory.yaml"
         self.known_hosts = self.root / "known_hosts"
         self.client_key = self.root / "keys" / "client_ed25519"
+
+
+class Layout(ClusterLayout):
+    """Paths inside one netns cluster's state directory (sshd runs on the host)."""
+
+    def __init__(self, home: Path, name: str) -> None:
+        super().__init__(home, name)
         self.host_key = self.root / "keys" / "host_ed25519"
         self.sshd_config = self.root / "sshd" / "sshd_config"
         self.authorized_keys = self.root / "sshd" / "authorized_keys"
