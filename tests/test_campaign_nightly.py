@@ -9,6 +9,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from harness.campaign.gates import families
+from harness.campaign.model import load_campaign
+from harness.campaign.plan import plan
+from sut.profiles import FAULT_FAMILIES, get
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,11 +83,6 @@ def test_the_documented_cron_line_is_valid_and_runs(tmp_path):
 
 
 def test_the_nightly_plan_exercises_every_expected_unsafe_profile_under_a_family_it_is_unsafe_under():
-    from harness.campaign.gates import families
-    from harness.campaign.model import load_campaign
-    from harness.campaign.plan import plan
-    from sut.profiles import FAULT_FAMILIES, get
-
     runs = plan(load_campaign(REPO / "campaigns" / "nightly.yaml")).runs
     unsafe = {run.profile for run in runs if not get(run.profile).expected_safe}
     assert {"controller-unclean", "master-slave-sync", "master-slave-async", "single-broker"} <= unsafe
