@@ -4,6 +4,7 @@
     .venv/bin/python bench/checker_pipeline.py --events 1000000 --master 'local[2]'
     .venv/bin/python bench/checker_pipeline.py --events 1000000 --standalone   # 2-worker cluster
     .venv/bin/python bench/checker_pipeline.py --events 1000 --runs 1 10 50    # fixed cost per run
+    .venv/bin/python bench/checker_pipeline.py --events 1000 --runs 1 50 --repeat 5   # ... warm
 
 Each size is generated once (cached under --data, default /tmp/chaos-bench) and
 checked in a fresh process, so that memory and JIT warm-up are per size. The
@@ -14,6 +15,9 @@ second, and peak resident memory of the whole process tree: driver Python,
 Spark JVM, Python workers, sampled every 0.2 s), then one line `N events/s`.
 `--runs K`: K copies of the run checked in ONE check_runs call after the
 session is up (the fixed cost per check and how it scales with runs per call).
+`--repeat R`: the same check R times in the session; `again_s` lists the
+checks after the first, which find Spark's planner and generated code
+already JIT-compiled, as every check of a campaign after its first does.
 `--standalone`: a Spark standalone master and two 1-core workers started from
 pyspark's bin/spark-class on loopback (tests/spark_standalone.py), stopped after.
 
@@ -218,16 +222,10 @@ def copies(run_dir: Path, runs: int) -> list[Path]:
     return dirs
 
 
-def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], runs: int = 1) -> dict:
-    """Runs in its own process: time check_runs on `runs` copies of one run."""
+def _timed_check(spark, dirs: list[Path], master: str, conf: dict[str, str], group: str) -> tuple[float, dict, dict, int]:
+    """One check_runs call: wall seconds, step seconds, the first run's result, Spark jobs."""
     from checkers.pipeline import check_runs
-    from checkers.session import get_spark
 
-    usage = Usage()
-    usage.start()
-    started = time.perf_counter()
-    spark = get_spark(master, conf, run_dir / "spark.log")
-    session_s = time.perf_counter() - started
     steps: dict[str, float] = {}
     last = [time.perf_counter(), None]
 
@@ -237,19 +235,39 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], run
             steps[last[1]] = round(now - last[0], 1)
         last[:] = [now, name]
 
-    started, cpu_before = time.perf_counter(), usage.cpu
-    spark.sparkContext.setJobGroup(JOB_GROUP, "the measured check")
-    result = check_runs(copies(run_dir, runs), master, conf, progress=progress)[0]
+    started = time.perf_counter()
+    spark.sparkContext.setJobGroup(group, "a measured check")
+    result = check_runs(dirs, master, conf, progress=progress)[0]
     progress("done")
-    total = time.perf_counter() - started
-    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))
+    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+    return time.perf_counter() - started, steps, result, jobs
+
+
+def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], runs: int = 1,
+              repeat: int = 1) -> dict:
+    """Runs in its own process: time check_runs on `runs` copies of one run, `repeat` times
+    in the same session (the first pays the JIT warm-up of a fresh JVM, the others do not)."""
+    from checkers.session import get_spark
+
+    usage = Usage()
+    usage.start()
+    started = time.perf_counter()
+    spark = get_spark(master, conf, run_dir / "spark.log")
+    session_s = time.perf_counter() - started
+    dirs = copies(run_dir, runs)
+    cpu_before = usage.cpu
+    total, steps, result, jobs = _timed_check(spark, dirs, master, conf, JOB_GROUP)
+    cpu = usage.cpu - cpu_before
+    again = [round(_timed_check(spark, dirs, master, conf, f"{JOB_GROUP}-{i}")[0], 1)
+             for i in range(1, repeat)]
     events *= runs
     usage.running = False
     usage.join()
     queue = result["checkers"]["queue"]["counts"]
-    return {"events": events, "runs": runs, "check_s": round(total, 1), "spark_jobs": jobs, "events_per_s": round(events / total),
+    return {"events": events, "runs": runs, "check_s": round(total, 1), "spark_jobs": jobs,
+            "events_per_s": round(events / total), "again_s": again,
             "spark_start_s": round(session_s, 1), "peak_rss_gib": round(usage.peak / 2**30, 2),
-            "cpu_s": round(usage.cpu - cpu_before), "load_avg": os.getloadavg()[0],
+            "cpu_s": round(cpu), "load_avg": os.getloadavg()[0],
             "steps_s": steps, "valid": result["valid"],
             "lost": queue["lost"], "duplicated": queue["duplicated"],
             "windows": len(result["checkers"]["rto"]["windows"])}
@@ -263,13 +281,16 @@ def main() -> None:
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--runs", type=int, nargs="+", default=[1],
                         help="runs per check_runs call (copies of each size's run)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="check each size this many times in the same session (again_s: the checks "
+                             "after the first, with Spark's code already compiled)")
     parser.add_argument("--standalone", action="store_true",
                         help="check on a 2-worker Spark standalone cluster on loopback")
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     conf = dict(pair.split("=", 1) for pair in args.conf)
     if args.one:
-        print(json.dumps(check_one(args.one, args.events[0], args.master, conf, args.runs[0])))
+        print(json.dumps(check_one(args.one, args.events[0], args.master, conf, args.runs[0], args.repeat)))
         return
     if args.standalone:
         sys.path.insert(0, str(ROOT / "tests"))
@@ -290,7 +311,7 @@ def measure(args: argparse.Namespace, master: str, conf: dict[str, str]) -> None
         run_dir, written = ensure_run(args.data, events)
         for runs in args.runs:
             done = subprocess.run([sys.executable, __file__, "--one", str(run_dir), "--events", str(written),
-                                   "--runs", str(runs), "--master", master,
+                                   "--runs", str(runs), "--repeat", str(args.repeat), "--master", master,
                                    *[f"--conf={k}={v}" for k, v in conf.items()]],
                                   capture_output=True, text=True)
             if done.returncode != 0:

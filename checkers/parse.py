@@ -9,6 +9,7 @@ sequence numbers of the few reported rows back into file and line.
 """
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -47,40 +48,57 @@ def run_files(run: int, run_dir: Path) -> list[RawFile]:
     return files
 
 
-def _listed_path(file_uri: Column) -> Column:
-    """Spark's URI of a file (file:/a%20b) -> the path it was listed as (/a b).
+def _uri_keys(uri: str) -> tuple[str, str]:
+    """The forms of a listed file's URI: `inputFiles` says file:///a%20b, a line's
+    `_metadata.file_path` says file:/a%20b (same escaping)."""
+    parts = urllib.parse.urlsplit(uri)
+    return (uri,) if parts.scheme != "file" else (f"file://{parts.path}", f"file:{parts.path}")
 
-    Evaluated on every line, so the common case (nothing escaped) is only a
-    prefix cut; the full decode runs only for URIs with escapes.
-    """
-    bare = (F.when(file_uri.startswith("file:///"), F.substring(file_uri, 8, 1 << 20))
-            .when(file_uri.startswith("file:"), F.substring(file_uri, 6, 1 << 20))
-            .otherwise(file_uri))
-    # url_decode would turn a literal '+' into a space; Hadoop URIs keep '+' as is.
-    decoded = F.url_decode(F.regexp_replace(bare, r"\+", "%2B"))
-    return F.when(F.instr(bare, "%") > 0, decoded).otherwise(bare)
+
+def _listed_path(uri: str) -> str:
+    """Spark's URI of a local file -> the path it was listed as (/a b): Hadoop escapes
+    a literal '%' and spaces but leaves '+' as is, which `unquote` (not `unquote_plus`) undoes."""
+    parts = urllib.parse.urlsplit(uri)
+    return urllib.parse.unquote(parts.path) if parts.scheme == "file" else uri
+
+
+def _file_runs(spark: SparkSession, scan: DataFrame, files: list[RawFile]) -> DataFrame:
+    """uri, run: the run of every file the scan lists, under each form of its URI."""
+    run_of = {f.path: f.run for f in files}
+    rows = []
+    for uri in scan.inputFiles():
+        run = run_of.get(_listed_path(uri))
+        if run is None:
+            raise ValueError(f"Spark listed {uri}, which is none of the files given to it")
+        rows += [(key, run) for key in _uri_keys(uri)]
+    return local_frame(spark, rows, "uri string, run int")
 
 
 def read_lines(spark: SparkSession, files: list[RawFile]) -> DataFrame | None:
     """All lines of all files: run, kind, seq, text, file_uri, block (None if no files).
 
-    One scan per kind for all runs (Spark packs small files into few tasks);
-    a broadcast join on the file path says which run a line belongs to.
+    One scan per kind for all runs (Spark packs small files into few tasks).
+    Which run a line belongs to comes from a broadcast table keyed by the file
+    URIs the scan lists (on the driver), so that each line costs one hash
+    lookup, not a decoding of its URI; a line whose URI is not there stops
+    the check instead of being dropped.
     """
     frames = []
     for kind in (HISTORY, NEMESIS):
         mine = [f for f in files if f.kind == kind]
         if not mine:
             continue
-        runs = local_frame(spark, [(f.path, f.run) for f in mine], "path string, run int")
-        scan = spark.read.text([f.path for f in mine]).select(
+        scan = spark.read.text([f.path for f in mine])
+        lines = scan.select(
             F.lit(kind).alias("kind"),
             F.col("value").alias("text"),
             F.col("_metadata.file_path").alias("file_uri"),
             F.col("_metadata.file_block_start").alias("block"),
         )
-        frames.append(scan.join(F.broadcast(runs), _listed_path(F.col("file_uri")) == F.col("path"))
-                      .drop("path"))
+        known = lines.join(F.broadcast(_file_runs(spark, scan, mine)),
+                           F.col("file_uri") == F.col("uri"), "left")
+        unmatched = F.raise_error(F.concat(F.lit("no run for the lines of "), F.col("file_uri")))
+        frames.append(known.withColumn("run", F.coalesce("run", unmatched.cast("int"))).drop("uri"))
     if not frames:
         return None
     lines = reduce(DataFrame.unionByName, frames)

@@ -9,7 +9,6 @@ still gets its own `checked/` tables and `results.json` (DESIGN.md 4.3).
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import logging
@@ -26,7 +25,7 @@ from .parse import run_files
 from .reconstruct import reconstruct
 from .runspec import RunSpec, RunSpecError, load_spec
 from .schema import HISTORY, MALFORMED, QUEUE_ANOMALIES
-from .session import get_spark, small_input_settings
+from .session import get_spark, input_settings
 from .staging import CHECKED_DIR, Staging
 from .verdict import UNKNOWN, crashed, guarded, merge_results
 
@@ -161,8 +160,7 @@ def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
     step = progress or (lambda _name: None)
     spark = get_spark(spark_master, spark_conf, log_file or parent / SPARK_LOG)
     small = raw_bytes(dirs) <= SMALL_INPUT_BYTES
-    with Staging(spark, parent, in_memory=small) as staging, \
-            (small_input_settings(spark) if small else contextlib.nullcontext()):
+    with Staging(spark, parent, in_memory=small) as staging, input_settings(spark, small):
         try:
             results = _check(spark, dirs, staging, step)
         except Exception as exc:  # Spark or a reconstruction bug: report, do not lose the runs

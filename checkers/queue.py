@@ -63,11 +63,24 @@ _POSITIONS = 1024  # consumption order = poll completion time * _POSITIONS + pos
 # afterwards for the few rows that need them.
 
 def send_rows(history: DataFrame) -> DataFrame:
-    """One row per send attempt: run, id, key, type, invoke_time, complete_time."""
-    return history.filter(F.col("f") == "send").select(
-        "run", F.get_json_object("invoke_value", "$.id").alias("id"),
-        F.coalesce("key", F.get_json_object("invoke_value", "$.key")).alias("key"),
-        "type", "invoke_time", "complete_time")
+    """One row per send attempt: run, id, key, type, invoke_time, complete_time, and for an
+    acknowledged one where it landed: ack_key, ack_offset, ack_id (its offset observation).
+
+    One scan of the history for both, and one parse per JSON value
+    (json_tuple: a third of the time of a get_json_object per field, and
+    quicker than from_json of a struct). Fields come back as text, numbers as
+    their digits.
+    """
+    ok = F.col("type") == "ok"
+    sent = history.filter(F.col("f") == "send").select(
+        "run", "key", "type", "invoke_time", "complete_time", "value",
+        F.json_tuple("invoke_value", "id", "key").alias("id", "sent_key"))
+    landed = sent.select(
+        "*", F.json_tuple(F.when(ok, F.col("value")), "queue", "offset", "id").alias("queue", "offset", "acked"))
+    return landed.select(
+        "run", "id", F.coalesce("key", "sent_key").alias("key"), "type", "invoke_time", "complete_time",
+        F.coalesce("key", "queue").alias("ack_key"), F.col("offset").cast("long").alias("ack_offset"),
+        F.col("acked").alias("ack_id"))
 
 
 def consumption_rows(history: DataFrame) -> DataFrame:
@@ -90,12 +103,11 @@ def consumption_rows(history: DataFrame) -> DataFrame:
         "unreadable", F.col("item").isNotNull().alias("has_item"), "audit")
 
 
-def send_observations(history: DataFrame) -> DataFrame:
-    """Where acknowledged sends landed: run, key, offset, id, source."""
-    return history.filter((F.col("f") == "send") & (F.col("type") == "ok")).select(
-        "run", F.coalesce("key", F.get_json_object("value", "$.queue")).alias("key"),
-        F.get_json_object("value", "$.offset").cast("long").alias("offset"),
-        F.get_json_object("value", "$.id").alias("id"), F.lit("send").alias("source"))
+def send_observations(sends: DataFrame) -> DataFrame:
+    """Where acknowledged sends landed: run, key, offset, id, source (from send_rows)."""
+    return sends.filter(F.col("type") == "ok").select(
+        "run", F.col("ack_key").alias("key"), F.col("ack_offset").alias("offset"),
+        F.col("ack_id").alias("id"), F.lit("send").alias("source"))
 
 
 def item_observations(items: DataFrame) -> DataFrame:
@@ -362,7 +374,7 @@ def _check_queue_runs(ctx: CheckContext, runs: list[int]) -> tuple[DataFrame, di
     joined = classify(message_table(sends, items), audited).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         keys = sends.select("run", "id", "key").unionByName(items.select("run", "id", "key"))
-        observations = send_observations(history).unionByName(item_observations(items))
+        observations = send_observations(sends).unionByName(item_observations(items))
         polled = items.filter(~F.col("audit") & F.col("id").isNotNull())
         totals = _totals(joined, runs)
         expected = sum(t[c] for t in totals.values() for c in (

@@ -19,7 +19,9 @@ from . import shipping
 
 DEFAULT_MASTER = "local[*]"
 
-# Defaults: no web UI, no console progress bar (we draw our own), 16 shuffle
+# Defaults: no web UI, no console progress bar (we draw our own), no capture of
+# the Python call site of every DataFrame function (four JVM round trips per
+# call, a quarter of those of a small check; it only decorates error texts), 16 shuffle
 # partitions (the default 200 costs seconds per shuffle on 2 cores; adaptive
 # execution merges them further for small data, and 16 keeps the sort of a
 # 10 M event history in memory). The files of a check are listed on the driver:
@@ -29,11 +31,13 @@ DEFAULT_MASTER = "local[*]"
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.shuffle.partitions": "16",
     "spark.sql.session.timeZone": "UTC",
     "spark.python.worker.reuse": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
+    "spark.sql.files.openCostInBytes": "4194304",  # Spark's default, named so that small checks can lower it
 }
 
 # On a local master Spark's sockets stay on loopback.
@@ -47,32 +51,50 @@ LOCAL_CONF: dict[str, str] = {
 # Small inputs (checkers.pipeline.SMALL_INPUT_BYTES) run with these SQL settings
 # for the time of their check: without adaptive execution each query is one
 # job (adaptive execution submits every shuffle stage as a job of its own and
-# re-plans in between), and a shuffle has as many partitions as there are
-# cores instead of 16 mostly empty ones. Halves the jobs of a small check.
+# re-plans in between), a shuffle has as many partitions as there are cores
+# instead of 16 mostly empty ones, and opening one of many small files counts
+# as reading 64 KiB, not 4 MiB, so that 50 runs' files pack into a few tasks.
 SMALL_INPUT_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.shuffle.partitions": "0",  # 0: the session's default parallelism (its cores)
+    "spark.sql.files.openCostInBytes": "65536",
+}
+# Large inputs: a scan of a staged table is cut into at least 4 tasks per core.
+# By default Spark cuts 128 MiB splits, so a 300 MB table is 3 tasks on 2 cores,
+# and one core idles for a third of every scan.
+LARGE_INPUT_CONF: dict[str, str] = {
+    "spark.sql.files.minPartitionNum": "4x",  # "4x": four times the session's cores
 }
 
 
+def _value(spark: SparkSession, key: str, value: str) -> str:
+    cores = spark.sparkContext.defaultParallelism
+    if key == "spark.sql.shuffle.partitions" and value == "0":
+        return str(cores)
+    if value.endswith("x"):
+        return str(int(value[:-1]) * cores)
+    return value
+
+
 @contextlib.contextmanager
-def small_input_settings(spark: SparkSession) -> Iterator[None]:
-    """SMALL_INPUT_CONF while the block runs; a setting the user changed from our
-    default (--conf) is left alone."""
-    saved: dict[str, str] = {}
-    for key, value in SMALL_INPUT_CONF.items():
+def input_settings(spark: SparkSession, small: bool) -> Iterator[None]:
+    """SMALL_INPUT_CONF or LARGE_INPUT_CONF while the block runs; a setting the user
+    changed from our default (--conf) is left alone."""
+    saved: dict[str, str | None] = {}
+    for key, value in (SMALL_INPUT_CONF if small else LARGE_INPUT_CONF).items():
         current = spark.conf.get(key, None)
-        if current != DEFAULT_CONF.get(key, current):
+        if current is not None and current != DEFAULT_CONF.get(key):
             continue
         saved[key] = current
-        if key == "spark.sql.shuffle.partitions" and value == "0":
-            value = str(spark.sparkContext.defaultParallelism)
-        spark.conf.set(key, value)
+        spark.conf.set(key, _value(spark, key, value))
     try:
         yield
     finally:
         for key, value in saved.items():
-            spark.conf.set(key, value)
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 @contextlib.contextmanager

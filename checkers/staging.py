@@ -50,7 +50,10 @@ class Staging:
             # a few partitions, as the Parquet scan of a small table would give: the cache
             # keeps the partitioning, and each cached partition is a task of every later job
             few = df.coalesce(self.spark.sparkContext.defaultParallelism)
-            self._cached[table] = few.persist(StorageLevel.MEMORY_AND_DISK)
+            # a local checkpoint, not persist(): later queries then start from a leaf instead
+            # of the table's whole plan, whose analysis and cache lookups cost more than the
+            # data (a warm 1,000-event check: 6.6 s with persist, 4.5 s with checkpoints)
+            self._cached[table] = few.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
         else:
             self._write(df, table)
 
@@ -80,9 +83,10 @@ class Staging:
                 pq.write_table(to_arrow_schema(schema).empty_table(), target / "part-00000.parquet")
 
     def _uncache(self, table: str) -> None:
+        """Drop a checkpointed table's blocks now, not at the JVM's next garbage collection."""
         cached = self._cached.pop(table, None)
         if cached is not None:
-            cached.unpersist()
+            cached._jdf.queryExecution().logical().rdd().unpersist(False)
 
     def close(self) -> None:
         for table in list(self._cached):

@@ -372,8 +372,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def checked(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """All scenarios checked together: run name -> {"result", "dir"}."""
-    store = tmp_path_factory.mktemp("store") / "campaign"
+    """All scenarios checked together: run name -> {"result", "dir"}. The store's path has
+    characters that Spark's file URIs escape (space, %) or keep (+)."""
+    store = tmp_path_factory.mktemp("store") / "campaign 1+%"
     for scenario in SCENARIOS:
         scenario(store)
     runs = find_runs([store])
@@ -709,6 +710,21 @@ def test_line_numbers_stay_right_when_spark_splits_a_file(spark, tmp_path):
     assert found == [("history/w1.jsonl", 7), ("history/w1.jsonl", 33)]
 
 
+def test_lines_whose_file_uri_matches_no_run_stop_the_check_instead_of_vanishing(spark, tmp_path,
+                                                                               monkeypatch):
+    """Which run a line belongs to is looked up by its file's URI; if Spark ever wrote that
+    URI in a form the lookup does not know, the check must fail, not lose the lines."""
+    import checkers.parse
+
+    run = RunBuilder(tmp_path, "unmatched", {"workload": "register"})
+    run.op(1, "write", 0, 10, key="r1", value=1)
+    monkeypatch.setattr(checkers.parse, "_uri_keys", lambda uri: (uri + "#elsewhere",))
+    [outcome] = check_runs([run.dir])
+    assert outcome["valid"] == "unknown"
+    assert "no run for the lines of" in outcome["error"]
+    assert "unmatched/history/w1.jsonl" in outcome["error"]
+
+
 # -- the durability audit's anomalies, availability over time, failovers ------------------
 
 def queue_of(checked, name):
@@ -854,8 +870,8 @@ def test_small_tables_reach_spark_as_the_rows_given(spark):
     assert local_frame(spark, [], "path string, run int").count() == 0
 
 
-def test_small_input_settings_are_restored_and_leave_a_user_setting_alone(spark):
-    from checkers.session import DEFAULT_CONF, small_input_settings
+def test_input_settings_are_restored_and_leave_a_user_setting_alone(spark):
+    from checkers.session import DEFAULT_CONF, input_settings
 
     keys = ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")
     session_had = {k: spark.conf.get(k) for k in keys}
@@ -865,7 +881,7 @@ def test_small_input_settings_are_restored_and_leave_a_user_setting_alone(spark)
                                    ("7", "7")):                                     # a user's: kept
             spark.conf.set("spark.sql.adaptive.enabled", "true")
             spark.conf.set("spark.sql.shuffle.partitions", partitions)
-            with small_input_settings(spark):
+            with input_settings(spark, small=True):
                 assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
                 assert spark.conf.get("spark.sql.shuffle.partitions") == inside
             assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
@@ -873,3 +889,15 @@ def test_small_input_settings_are_restored_and_leave_a_user_setting_alone(spark)
     finally:
         for key, value in session_had.items():
             spark.conf.set(key, value)
+    # large inputs: at least four scan tasks per core, unset again after; a user's value is kept
+    minimum = "spark.sql.files.minPartitionNum"
+    assert spark.conf.get(minimum, None) is None
+    with input_settings(spark, small=False):
+        assert spark.conf.get(minimum) == str(4 * spark.sparkContext.defaultParallelism)
+    assert spark.conf.get(minimum, None) is None
+    spark.conf.set(minimum, "3")
+    try:
+        with input_settings(spark, small=False):
+            assert spark.conf.get(minimum) == "3"
+    finally:
+        spark.conf.unset(minimum)
