@@ -48,7 +48,7 @@ def run_files(run: int, run_dir: Path) -> list[RawFile]:
     return files
 
 
-def _uri_keys(uri: str) -> tuple[str, str]:
+def _uri_keys(uri: str) -> tuple[str, ...]:
     """The forms of a listed file's URI: `inputFiles` says file:///a%20b, a line's
     `_metadata.file_path` says file:/a%20b (same escaping)."""
     parts = urllib.parse.urlsplit(uri)

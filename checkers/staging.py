@@ -6,7 +6,7 @@ partition into `<run_dir>/checked/<table>.parquet`. Staging lives next to the
 runs, so publishing is a rename on the same file system.
 
 Small inputs (`in_memory`, chosen by the pipeline from the raw bytes) keep
-the intermediate tables in Spark's cache instead: each Parquet write and
+the intermediate tables in memory instead, as local checkpoints: each Parquet write and
 read-back costs a job and a file listing, which dominates a check of a few
 thousand events. Only the published tables are written, once, at publish
 time. Large inputs stage every table as Parquet, so that memory stays flat

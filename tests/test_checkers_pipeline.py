@@ -725,6 +725,22 @@ def test_lines_whose_file_uri_matches_no_run_stop_the_check_instead_of_vanishing
     assert "unmatched/history/w1.jsonl" in outcome["error"]
 
 
+def test_a_small_check_leaves_no_blocks_in_spark_memory(spark, tmp_path):
+    """A small check keeps its tables as local checkpoints; they are dropped when it ends,
+    not when the JVM next collects garbage (a campaign checks run after run in one session)."""
+    def blocks() -> int:
+        return sum(1 for info in spark.sparkContext._jsc.sc().getRDDStorageInfo() if info.memSize() > 0)
+
+    run = RunBuilder(tmp_path, "blocks", {"workload": "queue"})
+    for i in range(20):
+        run.op(1, "send", i * 10, i * 10 + 5, key=0, value={"id": f"m{i}"})
+        run.op(2, "poll", i * 10 + 6, i * 10 + 8, key=0, result=[{"id": f"m{i}", "queue": "0", "offset": i}])
+    before = blocks()
+    [outcome] = check_runs([run.dir])
+    assert outcome["checkers"]["queue"]["counts"]["consumed_ids"] == 20
+    assert blocks() == before
+
+
 # -- the durability audit's anomalies, availability over time, failovers ------------------
 
 def queue_of(checked, name):
