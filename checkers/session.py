@@ -56,23 +56,21 @@ LOCAL_CONF: dict[str, str] = {
 # as reading 64 KiB, not 4 MiB, so that 50 runs' files pack into a few tasks.
 SMALL_INPUT_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "false",
-    "spark.sql.shuffle.partitions": "0",  # 0: the session's default parallelism (its cores)
+    "spark.sql.shuffle.partitions": "1x",  # "Nx": N times the session's cores
     "spark.sql.files.openCostInBytes": "65536",
 }
 # Large inputs: a scan of a staged table is cut into at least 4 tasks per core.
 # By default Spark cuts 128 MiB splits, so a 300 MB table is 3 tasks on 2 cores,
 # and one core idles for a third of every scan.
 LARGE_INPUT_CONF: dict[str, str] = {
-    "spark.sql.files.minPartitionNum": "4x",  # "4x": four times the session's cores
+    "spark.sql.files.minPartitionNum": "4x",
 }
 
 
-def _value(spark: SparkSession, key: str, value: str) -> str:
-    cores = spark.sparkContext.defaultParallelism
-    if key == "spark.sql.shuffle.partitions" and value == "0":
-        return str(cores)
+def _value(spark: SparkSession, value: str) -> str:
+    """A setting's value, with "Nx" meaning N times the session's cores."""
     if value.endswith("x"):
-        return str(int(value[:-1]) * cores)
+        return str(int(value[:-1]) * spark.sparkContext.defaultParallelism)
     return value
 
 
@@ -86,7 +84,7 @@ def input_settings(spark: SparkSession, small: bool) -> Iterator[None]:
         if current is not None and current != DEFAULT_CONF.get(key):
             continue
         saved[key] = current
-        spark.conf.set(key, _value(spark, key, value))
+        spark.conf.set(key, _value(spark, value))
     try:
         yield
     finally:
