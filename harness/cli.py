@@ -8,7 +8,9 @@ Paramiko and the deployer, about a second of start-up on a small machine.
 """
 from __future__ import annotations
 
+import faulthandler
 import importlib
+import signal
 import sys
 
 import click
@@ -64,7 +66,9 @@ def main() -> None:
 
     Exit codes: 0 valid, 1 invalid, 2 unknown (as Jepsen), 3 bad input or an
     error that prevented a verdict, 130 interrupted. Errors print one line.
+    `kill -USR1 <pid>` prints every thread's stack to stderr: what a stuck run waits for.
     """
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         result = cli.main(standalone_mode=False)
     except (KeyboardInterrupt, click.exceptions.Abort):

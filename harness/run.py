@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 import faults
 import nuclei
 import workloads
-from harness.signals import deferred_stop, stop_reason
+from harness.signals import deferred_stop, run_stoppable, stop_reason
 from harness.stale import release_lease, take_lease
 from harness.spec import RunSpec
 from harness.store import RunDir, Store, new_campaign_id, slug, write_json, write_text
@@ -227,11 +227,15 @@ def live_display(status: LiveStatus, console: Any, enabled: bool) -> Iterator[No
         console.print(status.line(), highlight=False, soft_wrap=True)
 
 
+def please_wait(console: Any) -> Callable[[], None]:
+    """What a stop signal during clean-up prints."""
+    return lambda: console.print("[yellow]cleaning up (healing faults, stopping the SUT): please wait[/]")
+
+
 def deferred_sigint(console: Any) -> contextlib.AbstractContextManager[None]:
     """During clean-up a stop signal (Ctrl-C, SIGTERM, SIGHUP) only says to wait:
     healing and stopping must finish."""
-    return deferred_stop(lambda: console.print(
-        "[yellow]cleaning up (healing faults, stopping the SUT): please wait[/]"))
+    return deferred_stop(please_wait(console))
 
 
 # -- the cluster --------------------------------------------------------------------------
@@ -355,7 +359,8 @@ class RunLifecycle:
                     deployer.start()
                     deployer.wait_healthy(HEALTHY_TIMEOUT_S)
                 with live_display(self.status, self.console, self.show_progress):
-                    asyncio.run(self._drive(pool, inventory, deployer, journal, fault_specs))
+                    run_stoppable(self._drive(pool, inventory, deployer, journal, fault_specs),
+                                  please_wait(self.console))
             finally:
                 with deferred_sigint(self.console):
                     self._clean_up(pool, deployer, journal)
@@ -449,8 +454,7 @@ class RunLifecycle:
                                     faults_then_recovery()])
             finally:
                 stop.set()
-                with deferred_sigint(self.console):
-                    await asyncio.shield(fault_task)  # healed, also when cut short
+                await asyncio.shield(fault_task)  # healed, also when cut short
                 self.record.phase_end("main")
                 self.record.phase_end("recovery")
             with self.record.phase("final", self.status):

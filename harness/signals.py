@@ -6,13 +6,21 @@ and iptables rules behind. Inside `stop_signals()` both raise `Stopped`, a
 KeyboardInterrupt, so every `except KeyboardInterrupt` / `finally` that heals
 on Ctrl-C heals on them too. During clean-up, `deferred_stop` turns every stop
 signal into a "please wait" message: healing and stopping must finish.
+
+An event loop is stopped differently (`run_stoppable`): the signal cancels its
+main task. An exception raised at an arbitrary bytecode inside asyncio or a
+thread pool can leave a lock taken or a callback lost, and the heal that then
+waits on it waits for ever; a cancellation arrives only at an `await`.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Coroutine, Iterator, TypeVar
+
+T = TypeVar("T")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -72,6 +80,39 @@ def deferred_stop(say: Callable[[], None]) -> Iterator[None]:
 
     with _handling(please_wait):
         yield
+
+
+def run_stoppable(coro: Coroutine[Any, Any, T], say: Callable[[], None] | None = None) -> T:
+    """`asyncio.run(coro)` in which the first stop signal cancels `coro`'s task and, once
+    its `finally` blocks have run and the loop has shut down (the default executor's
+    threads joined), raises `Stopped`. Later signals only call `say`. Outside the main
+    thread this is `asyncio.run`."""
+    if not _in_main_thread():
+        return asyncio.run(coro)
+    received: list[int] = []
+    with asyncio.Runner() as runner:
+        loop = runner.get_loop()
+        task = loop.create_task(coro)
+
+        def cancel(signum: int, frame: Any) -> None:
+            if received or task.done():
+                if say is not None:
+                    say()
+            else:
+                loop.call_soon_threadsafe(task.cancel)
+            received.append(signum)
+
+        with _handling(cancel):
+            try:
+                result = loop.run_until_complete(task)
+            except asyncio.CancelledError:
+                if not received:
+                    raise
+            finally:
+                runner.close()
+    if received:
+        raise Stopped(received[0])
+    return result
 
 
 @contextlib.contextmanager

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -73,6 +76,25 @@ def require_knossos_testdata() -> Path:
     require(path.is_dir(), f"Knossos test histories not found at {path} (a fresh clone has no "
                            f"../shared; set CHAOS_SHARED to the shared directory)")
     return path
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """(stdout, stderr) of a `chaos` process once it exits. One still running after
+    `timeout` s is asked for its threads' stacks (SIGUSR1, harness.cli), killed, and the
+    test fails with those stacks: a hang says where it hangs."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"{proc.args[:3]} still running {timeout:g}s later; stdout:\n{out[-3000:]}\n"
+                    f"stderr with its threads' stacks:\n{err[-12000:]}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def skip_unless_root() -> None:

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from nuclei import net
-from tests.conftest import require
+from tests.conftest import finish, require
 from tests.test_reports_browser import Loaded, browser, free_port  # noqa: F401 - browser is a fixture
 
 REPO = Path(__file__).resolve().parent.parent
@@ -186,10 +186,11 @@ def stop_campaign(path: Path, store: Path, signum: int, ready, before) -> tuple[
         wait_for(ready, 600, "the moment to stop the campaign")
         before(proc)
         proc.send_signal(signum)
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    out, err = finish(proc, 300)
     return proc.returncode, out, err
 
 

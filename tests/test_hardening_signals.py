@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import skip_unless_root
+from conftest import finish, skip_unless_root
 import nuclei
 from inventory import netns
 
@@ -99,12 +99,7 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 def stop(proc: subprocess.Popen) -> tuple[str, str]:
-    try:
-        return proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    return finish(proc, 240)
 
 
 @contextlib.contextmanager

@@ -106,6 +106,7 @@ class WorkloadRun:
 
     async def _follow(self, worker: int, stream: list[PlannedOp], start: int, end: int) -> None:
         for op in stream:
+            raise_if_cancelled()
             delay = start + op.at - self.clock.now()
             if delay > 0:
                 await asyncio.sleep(delay / NS_PER_S)
@@ -140,6 +141,15 @@ class WorkloadRun:
             await self._drop_client(worker)
         for log in self._logs:
             log.close()
+
+
+def raise_if_cancelled() -> None:
+    """Honour a cancellation that was swallowed: Python 3.11's asyncio.wait_for returns
+    a result that arrived together with a cancellation and drops the cancellation, so a
+    stopped run's worker would go on to the end of the phase."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 async def _close_quietly(client: Any) -> None:
