@@ -137,9 +137,13 @@ class _ChannelWriter:
 class Pool:
     """Run commands, move files and start processes on the nodes of an inventory."""
 
-    def __init__(self, inventory: Inventory, *, connect_timeout: float = 10, per_node: int = 4) -> None:
+    def __init__(self, inventory: Inventory, *, connect_timeout: float = 10, per_node: int = 4,
+                 io_timeout: float = 60) -> None:
         self.inventory = inventory
         self.connect_timeout = connect_timeout
+        # File transfers (SFTP) have no node-side `timeout`: a node that stops answering
+        # in the middle of one is given up after this many seconds of silence.
+        self.io_timeout = io_timeout
         self._known_hosts = _known_hosts_files(inventory)
         # A local cluster must not pick up the user's ~/.ssh/config (a
         # `Host *` ProxyJump there would break it); real hosts may need it.
@@ -208,9 +212,10 @@ class Pool:
         self.run(target, ["mkdir", "-p", parent])
         with self._session(target) as conn:
             try:
+                self._sftp(conn)  # Fabric's put uses the connection's (now bounded) SFTP session
                 conn.put(str(local_path), remote=remote_path)
             except OSError as error:
-                if not conn.is_connected:
+                if _link_failed(conn, error):
                     raise
                 raise CommandFailed(target.name, f"put {remote_path}", None, _os_reason(error)) from None
 
@@ -228,7 +233,7 @@ class Pool:
         quoted = shlex.quote(remote_dir)
         remote = self._wrap(target, f"mkdir -p {quoted} && tar --no-same-owner -xf - -C {quoted}", timeout, None)
         with self._session(target) as conn:
-            exited, stderr = _stream_tar(conn, remote, source, exclude)
+            exited, stderr = _stream_tar(conn, remote, source, exclude, timeout + KILL_GRACE_S + CLIENT_SLACK_S)
         if exited == TIMEOUT_EXIT:
             raise CommandTimeout(target.name, f"put_dir {remote_dir}", timeout)
         if exited != 0:
@@ -260,11 +265,11 @@ class Pool:
         target = self.node(node)
         with self._session(target) as conn:
             try:
-                with conn.sftp().open(path, "rb") as remote_file:
+                with self._sftp(conn).open(path, "rb") as remote_file:
                     remote_file.prefetch()
                     return remote_file.read()
             except OSError as error:
-                if not conn.is_connected:
+                if _link_failed(conn, error):
                     raise
                 raise CommandFailed(target.name, f"read {path}", None, _os_reason(error)) from None
 
@@ -313,6 +318,12 @@ class Pool:
             raise
         finally:
             connections.release(conn, broken)
+
+    def _sftp(self, conn: Connection) -> paramiko.SFTPClient:
+        """The connection's SFTP session, whose reads give up after `io_timeout` s of silence."""
+        sftp = conn.sftp()
+        sftp.get_channel().settimeout(self.io_timeout)
+        return sftp
 
     def _connect(self, node: Node) -> Connection:
         """Open and verify a new connection to `node`."""
@@ -372,9 +383,12 @@ def _env_words(env: Mapping[str, str] | None) -> list[str]:
     return ["env", *(f"{k}={v}" for k, v in env.items())]
 
 
-def _stream_tar(conn: Connection, remote: str, source: Path, exclude: Sequence[str]) -> tuple[int, str]:
-    """Pipe a tar of `source` into `remote` (a shell command reading stdin)."""
-    channel = conn.transport.open_session()
+def _stream_tar(conn: Connection, remote: str, source: Path, exclude: Sequence[str],
+                timeout: float) -> tuple[int, str]:
+    """Pipe a tar of `source` into `remote` (a shell command reading stdin); a node
+    silent for `timeout` s raises socket.timeout (the link is then given up)."""
+    channel = conn.transport.open_session(timeout=timeout)
+    channel.settimeout(timeout)
     try:
         channel.exec_command(remote)
 
@@ -388,11 +402,18 @@ def _stream_tar(conn: Connection, remote: str, source: Path, exclude: Sequence[s
             if not (channel.closed or channel.exit_status_ready()):
                 raise  # a local read error, not the remote side giving up
         channel.shutdown_write()
+        if not channel.status_event.wait(timeout):
+            raise socket.timeout(f"no exit status within {timeout:g}s")
         exited = channel.recv_exit_status()
         stderr = channel.makefile_stderr("rb").read().decode(errors="replace")
         return exited, stderr
     finally:
         channel.close()
+
+
+def _link_failed(conn: Connection, error: OSError) -> bool:
+    """An error of the link (dropped, or silent past its timeout), not of the file."""
+    return isinstance(error, socket.timeout) or not conn.is_connected
 
 
 def _link_reason(error: BaseException) -> str:

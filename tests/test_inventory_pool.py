@@ -1,6 +1,7 @@
 """The SSH pool against real sshd processes of a local cluster."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from inventory import CommandFailed, Inventory, NodeUnreachable, Pool
+from inventory import CommandFailed, Inventory, NodeUnreachable, Pool, netns
 from inventory.errors import CommandTimeout
 
 pytestmark = pytest.mark.cluster
@@ -181,3 +182,39 @@ def test_unknown_host_key_is_rejected_unless_strict_checking_is_off(netns_cluste
     with Pool(relaxed) as pool:
         assert pool.run("n1", "echo ok").stdout == "ok\n"
     assert empty.read_text() == ""  # accepting a key never writes known_hosts
+
+
+@contextlib.contextmanager
+def ssh_silenced(inventory: Inventory, node: str):
+    """Inside the node's own namespace, drop what its sshd sends: the node goes silent."""
+    record = next(r for r in netns.clusters() if r.name == inventory.name)
+    index = [n.name for n in inventory.nodes].index(node) + 1
+    rule = ["OUTPUT", "-p", "tcp", "--sport", "22", "-j", "DROP"]
+    iptables = ["ip", "netns", "exec", record.netns(index), "iptables", "-w"]
+    subprocess.run([*iptables, "-I", *rule], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run([*iptables, "-D", *rule], check=True)
+
+
+def test_a_node_silent_in_the_middle_of_file_transfers_is_given_up_after_io_timeout(netns_cluster, tmp_path):
+    inventory, _ = netns_cluster
+    remote = workdir(inventory, "n3", "silent.bin")
+    local = tmp_path / "blob.bin"
+    local.write_bytes(os.urandom(200_000))
+    with Pool(inventory, io_timeout=2, per_node=1) as pool:  # one connection: every call reuses it
+        pool.put("n3", local, remote)  # the connection's SFTP session is open from here on
+        pool.run("n3", "true")
+        with ssh_silenced(inventory, "n3"):
+            began = time.monotonic()
+            with pytest.raises(NodeUnreachable, match="node n3 is unreachable"):
+                pool.read_file("n3", remote)
+            assert time.monotonic() - began < 15  # io_timeout, not TCP's retransmission limit
+        pool.put_dir("n3", tmp_path, workdir(inventory, "n3", "tree"))  # and it answers again
+        with ssh_silenced(inventory, "n3"):
+            began = time.monotonic()
+            with pytest.raises(NodeUnreachable, match="node n3 is unreachable"):
+                pool.put_dir("n3", tmp_path, workdir(inventory, "n3", "tree"), timeout=1)
+            assert time.monotonic() - began < 40  # timeout + kill grace + client slack, not an hour
+        assert pool.read_file("n3", remote) == local.read_bytes()
