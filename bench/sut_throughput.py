@@ -39,6 +39,8 @@ SCENARIOS = {
     "single-sync": ("single-broker", {"broker-a-0": {"store": {"flush_disk_type": "SYNC_FLUSH"}}}),
     "master-slave-sync": ("master-slave-sync", {}),
     "master-slave-async": ("master-slave-async", {}),
+    "controller-3": ("controller-3", {}),  # Controller mode: 3 brokers, SYNC_FLUSH, quorum acks
+    "dledger-3": ("dledger-3", {}),  # DLedger mode: Raft in the broker group
 }
 
 
@@ -104,6 +106,24 @@ def crash_fs(base: Path, nodes: int) -> Iterator[dict[str, int]]:
             daemon.wait(timeout=20)
 
 
+def ready_master(cluster: LocalCluster) -> str | None:
+    """The broker that takes writes (fixed, elected by the controller or by Raft), once
+    every replica it acks with is attached: a full SyncStateSet, a ready Raft leader,
+    a streaming slave."""
+    brokers = [name for name in cluster.processes if name.startswith("broker")]
+    for name in brokers:
+        status = admin.run_sync(admin.process_status(cluster.address(name))) or {}
+        if not status.get("is_leader"):
+            continue
+        ha = status.get("ha", {})
+        if "sync_state_set" in ha:
+            return name if len(ha["sync_state_set"]) == len(brokers) else None
+        if "raft" in ha:
+            return name if ha["raft"].get("ready") else None
+        return name if len(brokers) == 1 or ha.get("slaves") else None
+    return None
+
+
 def run_scenario(name: str, producers: int, size: int, duration: float, clients_n: int,
                  with_crash_fs: bool = False) -> dict:
     profile, overrides = SCENARIOS[name]
@@ -112,18 +132,15 @@ def run_scenario(name: str, producers: int, size: int, duration: float, clients_
             (crash_fs(Path(tmp), nodes) if with_crash_fs else contextlib.nullcontext({})) as daemons, \
             LocalCluster(profile, tmp, timing="default", overrides=overrides) as cluster:
         cluster.start_all()
-        if "broker-a-1" in cluster.processes:  # wait until the slave streams from the master
-            master = cluster.address("broker-a-0")
-            wait_until(lambda: (admin.run_sync(admin.process_status(master)) or {})
-                       .get("ha", {}).get("slaves"), 30, what="slave connected")
+        master = wait_until(lambda: ready_master(cluster), 60, what="a master with its replicas attached")
         brokers = {n: p.pid for n, p in cluster.popen.items() if n.startswith("broker")} | daemons
         before = {n: cpu_seconds(pid) for n, pid in brokers.items()}
         client_before = time.process_time()
         result = asyncio.run(drive(cluster.namesrv_addrs, producers, size, duration, clients_n))
         # CPU per acknowledged message: comparable across runs even on a busy machine
         acked = max(1, result["acked"])
-        syncs = (admin.run_sync(admin.process_status(cluster.address("broker-a-0"))) or {}).get("sync_count", 0)
-        result["msgs_per_sync"] = acked / max(1, syncs)
+        syncs = (admin.run_sync(admin.process_status(cluster.address(master))) or {}).get("sync_count", 0)
+        result["msgs_per_sync"] = acked / syncs if syncs else None  # None: the master never fsyncs per ack
         result["cpu_us"] = {n: (cpu_seconds(pid) - before[n]) / acked * 1e6 for n, pid in brokers.items()}
         result["cpu_us"]["client"] = (time.process_time() - client_before) / acked * 1e6
         return result
@@ -157,7 +174,7 @@ def main() -> None:
         label = f"{name}+lazyfs" if with_fs else name
         r = max(runs, key=lambda run: run["msgs_per_s"])
         cpu = ", ".join(f"{k} {v:.0f}" for k, v in r["cpu_us"].items())
-        if SCENARIOS[name][1].get("broker-a-0", {}).get("store", {}).get("flush_disk_type") == "SYNC_FLUSH":
+        if r["msgs_per_sync"] is not None:
             cpu += f"; {r['msgs_per_sync']:.1f} msgs per fdatasync"
         print(f"{label:<26} {r['msgs_per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
               f"{r['max_ms']:>8.1f}  {cpu}; {r['statuses']}", flush=True)
