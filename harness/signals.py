@@ -109,7 +109,7 @@ def run_stoppable(coro: Coroutine[Any, Any, T], say: Callable[[], None] | None =
                 if not received:
                     raise
             finally:
-                runner.close()
+                runner.close()  # here, not at the `with`'s end: joining the threads is still under `cancel`
     if received:
         raise Stopped(received[0])
     return result
