@@ -25,7 +25,7 @@ from .parse import run_files
 from .reconstruct import reconstruct
 from .runspec import RunSpec, RunSpecError, load_spec
 from .schema import HISTORY, MALFORMED, QUEUE_ANOMALIES
-from .session import get_spark, input_settings
+from .session import input_settings, session_for
 from .staging import CHECKED_DIR, Staging
 from .verdict import UNKNOWN, crashed, guarded, merge_results
 
@@ -71,6 +71,11 @@ def find_runs(paths: Iterable[Path | str]) -> list[Path]:
 def raw_bytes(run_dirs: list[Path]) -> int:
     """The size of the raw event files of `run_dirs`."""
     return sum(os.path.getsize(f.path) for run, d in enumerate(run_dirs) for f in run_files(run, d))
+
+
+def small_input(run_dirs: list[Path]) -> bool:
+    """Whether one check of `run_dirs` takes the small-input path (SMALL_INPUT_BYTES)."""
+    return raw_bytes(run_dirs) <= SMALL_INPUT_BYTES
 
 
 def _spec(run_dir: Path) -> tuple[RunSpec, str | None]:
@@ -158,8 +163,8 @@ def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
         return []
     parent = Path(os.path.commonpath(dirs))
     step = progress or (lambda _name: None)
-    spark = get_spark(spark_master, spark_conf, log_file or parent / SPARK_LOG)
-    small = raw_bytes(dirs) <= SMALL_INPUT_BYTES
+    small = small_input(dirs)
+    spark = session_for(spark_master, spark_conf, log_file or parent / SPARK_LOG, small)
     with Staging(spark, parent, in_memory=small) as staging, input_settings(spark, small):
         try:
             results = _check(spark, dirs, staging, step)

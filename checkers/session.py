@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from . import shipping
@@ -47,6 +49,34 @@ LOCAL_CONF: dict[str, str] = {
     "spark.driver.memory": "2g",
 }
 
+
+# A check of a small input spends its time planning queries and compiling their
+# code, each of it run once or a few times, not in hot loops: a driver JVM that
+# compiles with C1 only starts and warms up sooner (session start plus the first
+# 1,000-event check 17.3 s instead of 22.3 s, docs/benchmarks.md). check_runs
+# starts its own session so for a small input; C2 pays off from the third or
+# fourth check of a session on, so a session started otherwise (a campaign's) is
+# left to compile fully. A large check spends its time in a few hot loops, which
+# C2 makes twice as fast, so a quick session is relaunched in a fresh JVM before
+# one. Local masters only (on a cluster the executors do the work), and only when
+# spark.driver.extraJavaOptions is not set (--conf it, to anything, to opt out).
+QUICK_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+_JVM_EXIT_S = 60
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """How this module started the running session, to start it again the other way."""
+
+    app_id: str
+    master: str
+    conf: dict[str, str]
+    log_file: Path | None
+    quick: bool
+
+
+_launched: _Launch | None = None
 
 # Small inputs (checkers.pipeline.SMALL_INPUT_BYTES) run with these SQL settings
 # for the time of their check: without adaptive execution each query is one
@@ -124,19 +154,24 @@ def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str
 
 
 def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
-              log_file: Path | None = None) -> SparkSession:
+              log_file: Path | None = None, *, quick: bool = False) -> SparkSession:
     """The active Spark session, or a new one on `master` logging into `log_file`.
 
     An already running session (a test fixture, a harness that checks many
     runs) is reused as it is: Spark cannot change master or JVM options later.
+    `quick`: start the driver JVM for small checks (QUICK_START_JAVA_OPTIONS).
     On a cluster master the checkers' code and engine jar are shipped to the
     executors (checkers.shipping).
     """
+    global _launched
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     master = master or DEFAULT_MASTER
     settings = session_conf(master, conf)
+    quick = quick and shipping.is_local(master) and _JAVA_OPTIONS not in settings
+    if quick:
+        settings[_JAVA_OPTIONS] = QUICK_START_JAVA_OPTIONS
     if settings.get("spark.pyspark.python"):
         # What spark-submit does: PySpark takes the executors' interpreter from this variable.
         os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
@@ -155,4 +190,40 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
             spark = builder.getOrCreate()
     if not shipping.is_local(master):
         shipping.ship_python(spark.sparkContext)
+    _launched = _Launch(spark.sparkContext.applicationId, master, dict(conf or {}), log_file, quick)
     return spark
+
+
+def session_for(master: str | None, conf: Mapping[str, str] | None, log_file: Path | None,
+                small: bool) -> SparkSession:
+    """The session to check an input of this size on: a new one starts quick when the
+    input is small; a quick-started one of ours is relaunched, in a new JVM, before a
+    large input; any other running session is used as it is."""
+    active = SparkSession.getActiveSession()
+    launched = _launched
+    if active is None:
+        return get_spark(master, conf, log_file, quick=small)
+    if small or launched is None or not launched.quick or launched.app_id != active.sparkContext.applicationId:
+        return active
+    active.stop()
+    _stop_jvm()
+    return get_spark(launched.master, launched.conf, launched.log_file)
+
+
+def _stop_jvm() -> None:
+    """End the driver JVM of a stopped session, so that the next session launches its own.
+
+    PySpark keeps one JVM per Python process; its gateway exits when its stdin
+    closes, which is how PySpark ends it too when Python exits.
+    """
+    gateway = SparkContext._gateway
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if gateway is None:
+        return
+    gateway.shutdown()
+    proc = getattr(gateway, "proc", None)
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=_JVM_EXIT_S)

@@ -917,3 +917,52 @@ def test_input_settings_are_restored_and_leave_a_user_setting_alone(spark):
             assert spark.conf.get(minimum) == "3"
     finally:
         spark.conf.unset(minimum)
+
+_SESSION_PROBE = """
+import json, os, sys
+from pyspark.sql import SparkSession
+from checkers import pipeline
+
+def jvm():
+    spark = SparkSession.getActiveSession()
+    args = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    return {"pid": spark._jvm.java.lang.ProcessHandle.current().pid(),
+            "c1_only": "-XX:TieredStopAtLevel=1" in list(args)}
+
+run, conf = sys.argv[1], json.loads(sys.argv[2])
+found = {"small": pipeline.check_runs([run], "local[2]", conf)[0], "small_jvm": jvm()}
+pipeline.SMALL_INPUT_BYTES = -1
+found["large"] = pipeline.check_runs([run], "local[2]", conf)[0]
+found["large_jvm"] = jvm()
+found["first_jvm_alive"] = os.path.exists(f"/proc/{found['small_jvm']['pid']}")
+print(json.dumps(found))
+"""
+
+
+def _probe_sessions(run_dir: Path, conf: dict[str, str]) -> dict[str, Any]:
+    """Check one run small, then large, in a fresh process (it may relaunch its JVM)."""
+    proc = subprocess.run([sys.executable, "-c", _SESSION_PROBE, str(run_dir), json.dumps(conf)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_small_check_starts_a_quick_jvm_that_is_relaunched_before_a_large_one(tmp_path):
+    """Small checks run on a C1-only driver JVM (quicker to warm up); before a large
+    check that session is stopped and a fully compiling JVM takes over, the old one
+    exits, and the results are the same."""
+    queue_all(tmp_path)
+    found = _probe_sessions(tmp_path / "runs" / "queue-all", {})
+    assert found["small_jvm"]["c1_only"] and not found["large_jvm"]["c1_only"]
+    assert found["large_jvm"]["pid"] != found["small_jvm"]["pid"]
+    assert not found["first_jvm_alive"]
+    same = [{k: v for k, v in found[size].items() if k != "checked_at"} for size in ("small", "large")]
+    assert same[0] == same[1] and same[0]["valid"] is False
+
+
+def test_setting_the_driver_java_options_opts_out_of_the_quick_jvm(tmp_path):
+    queue_all(tmp_path)
+    found = _probe_sessions(tmp_path / "runs" / "queue-all", {"spark.driver.extraJavaOptions": "-Xss4m"})
+    assert not found["small_jvm"]["c1_only"]
+    assert found["large_jvm"]["pid"] == found["small_jvm"]["pid"]   # not relaunched
