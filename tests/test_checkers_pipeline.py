@@ -925,9 +925,14 @@ from checkers import pipeline
 
 def jvm():
     spark = SparkSession.getActiveSession()
-    args = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
-    return {"pid": spark._jvm.java.lang.ProcessHandle.current().pid(),
-            "c1_only": "-XX:TieredStopAtLevel=1" in list(args)}
+    java = spark._jvm.java.lang
+    args = java.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    hotspot = java.management.ManagementFactory.getPlatformMXBean(
+        java.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    return {"pid": java.ProcessHandle.current().pid(),
+            "c1_only": "-XX:TieredStopAtLevel=1" in list(args),
+            "archive": hotspot.getVMOption("SharedArchiveFile").getValue(),
+            "sharing": hotspot.getVMOption("UseSharedSpaces").getValue() == "true"}
 
 run, conf = sys.argv[1], json.loads(sys.argv[2])
 found = {"small": pipeline.check_runs([run], "local[2]", conf)[0], "small_jvm": jvm()}
@@ -964,5 +969,22 @@ def test_a_small_check_starts_a_quick_jvm_that_is_relaunched_before_a_large_one(
 def test_setting_the_driver_java_options_opts_out_of_the_quick_jvm(tmp_path):
     queue_all(tmp_path)
     found = _probe_sessions(tmp_path / "runs" / "queue-all", {"spark.driver.extraJavaOptions": "-Xss4m"})
-    assert not found["small_jvm"]["c1_only"]
+    assert not found["small_jvm"]["c1_only"] and not found["small_jvm"]["archive"]
     assert found["large_jvm"]["pid"] == found["small_jvm"]["pid"]   # not relaunched
+
+
+def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
+    """scripts/setup.sh builds it (python -m checkers.classes); both the quick and the
+    fully compiling JVM use it."""
+    from checkers.session import class_archive
+
+    archive = class_archive()
+    if not archive.is_file():
+        message = f"{archive} missing: scripts/setup.sh builds it (python -m checkers.classes)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    queue_all(tmp_path)
+    found = _probe_sessions(tmp_path / "runs" / "queue-all", {})
+    for jvm in (found["small_jvm"], found["large_jvm"]):
+        assert jvm["archive"] == str(archive) and jvm["sharing"]
