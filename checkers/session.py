@@ -190,8 +190,9 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
     settings = session_conf(master, conf)
     ours = shipping.is_local(master) and _JAVA_OPTIONS not in settings
     quick = quick and ours
-    if ours and _java_options(quick):
-        settings[_JAVA_OPTIONS] = _java_options(quick)
+    options = _java_options(quick) if ours else ""
+    if options:
+        settings[_JAVA_OPTIONS] = options
     if settings.get("spark.pyspark.python"):
         # What spark-submit does: PySpark takes the executors' interpreter from this variable.
         os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
