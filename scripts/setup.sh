@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the project needs, idempotently: Debian packages, a
-# virtualenv with the Python dependencies, and the JVM linearizability engine.
+# virtualenv with the Python dependencies, the JVM linearizability engine, and
+# the class archive of Spark's driver JVM.
 # A second call with nothing changed takes about a second.
 #
 # The docker provider (chaos up --provider docker) needs a Docker engine:
