@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -93,6 +93,7 @@ class _Launch:
     conf: dict[str, str]
     log_file: Path | None
     quick: bool
+    handed_out: bool = False  # get_spark gave it to a caller, who may still hold it
 
 
 _launched: _Launch | None = None
@@ -185,6 +186,8 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
     global _launched
     active = SparkSession.getActiveSession()
     if active is not None:
+        if _is_ours(active):
+            _launched = replace(_launched, handed_out=True)
         return active
     master = master or DEFAULT_MASTER
     settings = session_conf(master, conf)
@@ -219,15 +222,21 @@ def session_for(master: str | None, conf: Mapping[str, str] | None, log_file: Pa
                 small: bool) -> SparkSession:
     """The session to check an input of this size on: a new one starts quick when the
     input is small; a quick-started one of ours is relaunched, in a new JVM, before a
-    large input; any other running session is used as it is."""
+    large input, unless get_spark handed it to someone (stopping it would pull it
+    from under them); any other running session is used as it is."""
     active = SparkSession.getActiveSession()
     launched = _launched
     if active is None:
         return get_spark(master, conf, log_file, quick=small)
-    if small or launched is None or not launched.quick or launched.app_id != active.sparkContext.applicationId:
+    if small or not _is_ours(active) or not launched.quick or launched.handed_out:
         return active
     stop()
     return get_spark(launched.master, launched.conf, launched.log_file)
+
+
+def _is_ours(session: SparkSession) -> bool:
+    """Whether get_spark launched `session` (and _launched describes it)."""
+    return _launched is not None and _launched.app_id == session.sparkContext.applicationId
 
 
 def stop() -> None:

@@ -922,6 +922,7 @@ _SESSION_PROBE = """
 import json, os, sys
 from pyspark.sql import SparkSession
 from checkers import pipeline
+from checkers.session import get_spark
 
 def jvm():
     spark = SparkSession.getActiveSession()
@@ -934,19 +935,23 @@ def jvm():
             "archive": hotspot.getVMOption("SharedArchiveFile").getValue(),
             "sharing": hotspot.getVMOption("UseSharedSpaces").getValue() == "true"}
 
-run, conf = sys.argv[1], json.loads(sys.argv[2])
+run, conf, hand_out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "hand-out"
 found = {"small": pipeline.check_runs([run], "local[2]", conf)[0], "small_jvm": jvm()}
+held = get_spark() if hand_out else None
 pipeline.SMALL_INPUT_BYTES = -1
 found["large"] = pipeline.check_runs([run], "local[2]", conf)[0]
 found["large_jvm"] = jvm()
 found["first_jvm_alive"] = os.path.exists(f"/proc/{found['small_jvm']['pid']}")
+found["held_session_works"] = held is not None and held.range(3).count() == 3
 print(json.dumps(found))
 """
 
 
-def _probe_sessions(run_dir: Path, conf: dict[str, str]) -> dict[str, Any]:
-    """Check one run small, then large, in a fresh process (it may relaunch its JVM)."""
-    proc = subprocess.run([sys.executable, "-c", _SESSION_PROBE, str(run_dir), json.dumps(conf)],
+def _probe_sessions(run_dir: Path, conf: dict[str, str], hand_out: bool = False) -> dict[str, Any]:
+    """Check one run small, then large, in a fresh process (it may relaunch its JVM);
+    `hand_out`: in between, take the running session with get_spark() and keep it."""
+    proc = subprocess.run([sys.executable, "-c", _SESSION_PROBE, str(run_dir), json.dumps(conf),
+                           "hand-out" if hand_out else "-"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -964,6 +969,17 @@ def test_a_small_check_starts_a_quick_jvm_that_is_relaunched_before_a_large_one(
     assert not found["first_jvm_alive"]
     same = [{k: v for k, v in found[size].items() if k != "checked_at"} for size in ("small", "large")]
     assert same[0] == same[1] and same[0]["valid"] is False
+
+
+def test_a_quick_session_handed_out_by_get_spark_is_never_relaunched(tmp_path):
+    """Whoever took the session with get_spark() may still use it: a large check then
+    runs on it as it is, and it keeps working."""
+    queue_all(tmp_path)
+    found = _probe_sessions(tmp_path / "runs" / "queue-all", {}, hand_out=True)
+    assert found["small_jvm"]["c1_only"] and found["large_jvm"]["pid"] == found["small_jvm"]["pid"]
+    assert found["held_session_works"]
+    assert {k: v for k, v in found["small"].items() if k != "checked_at"} == \
+        {k: v for k, v in found["large"].items() if k != "checked_at"}
 
 
 def test_setting_the_driver_java_options_opts_out_of_the_quick_jvm(tmp_path):
