@@ -918,6 +918,7 @@ def test_input_settings_are_restored_and_leave_a_user_setting_alone(spark):
     finally:
         spark.conf.unset(minimum)
 
+
 _SESSION_PROBE = """
 import json, os, sys
 from pyspark.sql import SparkSession
