@@ -198,7 +198,11 @@ def test_cancelling_a_run_closes_the_pending_operation_as_info(tmp_path):
 
     async def cancel_soon():
         task = asyncio.create_task(run_workload(workload, broker, tmp_path, duration=5, rate=20))
-        await asyncio.sleep(0.5)
+        # Cancel once a send hangs in flight, not after a fixed sleep: on a loaded box
+        # the first send can start later than any sleep we would pick.
+        async with asyncio.timeout(30):
+            while broker.sends == 0:
+                await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -206,7 +210,8 @@ def test_cancelling_a_run_closes_the_pending_operation_as_info(tmp_path):
     asyncio.run(cancel_soon())
     events = read_history(tmp_path)
     check_process_rules(events, 2)
-    assert any(ev["type"] == "info" and "interrupted" in ev["error"] for ev in events)
+    assert any(ev["type"] == "info" and ev["f"] == "send" and "interrupted" in ev["error"]
+               for ev in events)
 
 
 def test_log_reads_target_recent_offsets_and_the_final_phase_reads_them_all(tmp_path):
