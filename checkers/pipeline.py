@@ -36,6 +36,9 @@ RESULTS_FILE = "results.json"
 # execution (checkers.session.SMALL_INPUT_CONF): fewer jobs for small checks,
 # flat memory and parallel shuffles for big ones.
 SMALL_INPUT_BYTES = 64 * 2**20
+# Inputs up to this many raw bytes (~25,000 events) also run without generated
+# code (checkers.session.TINY_INPUT_CONF).
+TINY_INPUT_BYTES = 4 * 2**20
 SPARK_LOG = "spark.log"
 STEPS = ("reconstructing histories", "run facts", "stats", "queue and order", "rto", "perf",
          "linearizability", "writing results")
@@ -163,9 +166,11 @@ def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
         return []
     parent = Path(os.path.commonpath(dirs))
     step = progress or (lambda _name: None)
-    small = small_input(dirs)
+    raw = raw_bytes(dirs)
+    small = raw <= SMALL_INPUT_BYTES
+    tiny = small and raw <= TINY_INPUT_BYTES
     spark = session_for(spark_master, spark_conf, log_file or parent / SPARK_LOG, small)
-    with Staging(spark, parent, in_memory=small) as staging, input_settings(spark, small):
+    with Staging(spark, parent, in_memory=small) as staging, input_settings(spark, small, tiny):
         try:
             results = _check(spark, dirs, staging, step)
         except Exception as exc:  # Spark or a reconstruction bug: report, do not lose the runs

@@ -40,6 +40,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
     "spark.sql.files.openCostInBytes": "4194304",  # Spark's default, named so that small checks can lower it
+    # Spark's defaults too, named so that tiny checks can turn generated code off
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
 }
 
 # On a local master Spark's sockets stay on loopback.
@@ -109,6 +112,18 @@ SMALL_INPUT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "1x",  # "Nx": N times the session's cores
     "spark.sql.files.openCostInBytes": "65536",
 }
+# Tiny inputs (checkers.pipeline.TINY_INPUT_BYTES, ~25,000 events) also run
+# without generated code: Spark's operators and expressions are interpreted
+# instead of compiled by Janino, whose compiling (and its many class lookups on
+# the jars' class path) costs more than such an input's rows. A 1,000-event
+# check on a warm session takes 3.1 s instead of 4.0-4.6 s; from about 6 MiB up
+# it makes no difference, and a 42 MiB input is up to 1.5x slower
+# (docs/benchmarks.md). `factoryMode` is an internal Spark setting (stable since
+# Spark 2.4): without it projections and orderings would still be compiled.
+TINY_INPUT_CONF: dict[str, str] = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 # Large inputs: a scan of a staged table is cut into at least 4 tasks per core.
 # By default Spark cuts 128 MiB splits, so a 300 MB table is 3 tasks on 2 cores,
 # and one core idles for a third of every scan.
@@ -125,11 +140,12 @@ def _value(spark: SparkSession, value: str) -> str:
 
 
 @contextlib.contextmanager
-def input_settings(spark: SparkSession, small: bool) -> Iterator[None]:
-    """SMALL_INPUT_CONF or LARGE_INPUT_CONF while the block runs; a setting the user
-    changed from our default (--conf) is left alone."""
+def input_settings(spark: SparkSession, small: bool, tiny: bool = False) -> Iterator[None]:
+    """SMALL_INPUT_CONF or LARGE_INPUT_CONF (plus TINY_INPUT_CONF if `tiny`) while the
+    block runs; a setting the user changed from our default (--conf) is left alone."""
+    settings = {**(SMALL_INPUT_CONF if small else LARGE_INPUT_CONF), **(TINY_INPUT_CONF if tiny else {})}
     saved: dict[str, str | None] = {}
-    for key, value in (SMALL_INPUT_CONF if small else LARGE_INPUT_CONF).items():
+    for key, value in settings.items():
         current = spark.conf.get(key, None)
         if current is not None and current != DEFAULT_CONF.get(key):
             continue

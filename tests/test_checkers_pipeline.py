@@ -854,9 +854,11 @@ def _comparable(doc: Any) -> Any:
     return doc
 
 
-def test_the_large_input_path_gives_the_same_results_as_the_small_one(checked, tmp_path, monkeypatch):
-    """Above SMALL_INPUT_BYTES tables are staged as Parquet and Spark plans adaptively;
-    every results.json and history table must stay the same."""
+@pytest.mark.parametrize("path", ["small", "large"])
+def test_every_input_path_gives_the_same_results_as_the_tiny_one(checked, tmp_path, monkeypatch, path):
+    """The scenarios are a tiny input (interpreted, cached tables). Above TINY_INPUT_BYTES
+    Spark compiles generated code; above SMALL_INPUT_BYTES tables are staged as Parquet
+    and Spark plans adaptively. Every results.json and history table must stay the same."""
     import shutil
 
     from checkers import pipeline
@@ -866,7 +868,9 @@ def test_the_large_input_path_gives_the_same_results_as_the_small_one(checked, t
         target = tmp_path / "runs" / name
         shutil.copytree(entry["dir"], target, ignore=shutil.ignore_patterns("checked", "results.json"))
         copies.append(target)
-    monkeypatch.setattr(pipeline, "SMALL_INPUT_BYTES", -1)
+    monkeypatch.setattr(pipeline, "TINY_INPUT_BYTES", -1)
+    if path == "large":
+        monkeypatch.setattr(pipeline, "SMALL_INPUT_BYTES", -1)
     large = check_runs(copies)
     for run_dir, result in zip(copies, large):
         original = checked[run_dir.name]
@@ -905,6 +909,22 @@ def test_input_settings_are_restored_and_leave_a_user_setting_alone(spark):
     finally:
         for key, value in session_had.items():
             spark.conf.set(key, value)
+    # tiny inputs: interpreted, not compiled; Spark's defaults again after; a user's value is kept
+    codegen = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+    before = {key: spark.conf.get(key) for key in codegen}
+    with input_settings(spark, small=True):
+        assert {key: spark.conf.get(key) for key in codegen} == before
+    with input_settings(spark, small=True, tiny=True):
+        assert {key: spark.conf.get(key) for key in codegen} == codegen
+    assert {key: spark.conf.get(key) for key in codegen} == before == {
+        "spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+    spark.conf.set("spark.sql.codegen.wholeStage", "false")
+    try:
+        with input_settings(spark, small=True, tiny=True):
+            assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+        assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"
+    finally:
+        spark.conf.set("spark.sql.codegen.wholeStage", "true")
     # large inputs: at least four scan tasks per core, unset again after; a user's value is kept
     minimum = "spark.sql.files.minPartitionNum"
     assert spark.conf.get(minimum, None) is None
@@ -917,6 +937,30 @@ def test_input_settings_are_restored_and_leave_a_user_setting_alone(spark):
             assert spark.conf.get(minimum) == "3"
     finally:
         spark.conf.unset(minimum)
+
+
+def test_a_tiny_input_is_checked_without_generated_code(spark, checked, tmp_path, monkeypatch):
+    """What the check runs with, seen at each of its steps: interpreted below
+    TINY_INPUT_BYTES, compiled above, Spark's default again afterwards."""
+    import shutil
+
+    from checkers import pipeline
+
+    run = tmp_path / "queue-all"
+    shutil.copytree(checked["queue-all"]["dir"], run, ignore=shutil.ignore_patterns("checked", "results.json"))
+    seen: dict[str, set[str]] = {}
+
+    def record(_step: str) -> None:
+        for key in ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode"):
+            seen.setdefault(key, set()).add(spark.conf.get(key))
+
+    assert check_runs([run], progress=record)[0]["valid"] == result(checked, "queue-all")["valid"]
+    assert seen == {"spark.sql.codegen.wholeStage": {"false"}, "spark.sql.codegen.factoryMode": {"NO_CODEGEN"}}
+    seen.clear()
+    monkeypatch.setattr(pipeline, "TINY_INPUT_BYTES", -1)
+    assert check_runs([run], progress=record)[0]["valid"] == result(checked, "queue-all")["valid"]
+    assert seen == {"spark.sql.codegen.wholeStage": {"true"}, "spark.sql.codegen.factoryMode": {"FALLBACK"}}
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
 
 
 _SESSION_PROBE = """
