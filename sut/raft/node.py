@@ -107,6 +107,7 @@ class RaftNode:
         host, port = config.address
         self._server = RpcServer(host, port, self._dispatch, self.log)
         self.role = Role.CANDIDATE
+        self.role_since = time.time()  # wall clock, so an observer can time a failover
         self.leader_id: str | None = None
         self.commit_index = 0
         self.applied_index = 0
@@ -231,7 +232,7 @@ class RaftNode:
                 "leader_address": self.leader_address, "commit_index": self.commit_index,
                 "applied_index": self.applied_index, "last_index": self.raft_log.last_index,
                 "last_term": self.raft_log.last_term, "ready": self.is_ready,
-                "pending": len(self._proposals)}
+                "pending": len(self._proposals), "role_since": self.role_since}
 
     # ---- role changes ----------------------------------------------------------------
     def _notify(self) -> None:
@@ -258,11 +259,15 @@ class RaftNode:
         self._become_candidate(self._random_vote_delay())
         return True
 
+    def _enter(self, role: Role, leader: str | None) -> None:
+        if role is not self.role:
+            self.role_since = time.time()
+        self.role, self.leader_id = role, leader
+
     def _become_candidate(self, delay: float) -> None:
         if self.is_leader:
             self._drop_replicators()
-        self.role = Role.CANDIDATE
-        self.leader_id = None
+        self._enter(Role.CANDIDATE, None)
         self._matched = 0
         self._next_vote_time = time.monotonic() + delay
         self._notify()
@@ -274,13 +279,14 @@ class RaftNode:
             self.log.error("%s leads term %d but %s also claims it", self.node_id, self.term, leader)
             self._drop_replicators()
         self.log.info("%s follows %s in term %d", self.node_id, leader, self.term)
-        self.role, self.leader_id, self._matched = Role.FOLLOWER, leader, 0
+        self._enter(Role.FOLLOWER, leader)
+        self._matched = 0
         self._notify()
 
     def _become_leader(self) -> None:
         self.log.info("%s becomes leader of term %d (log ends at %d)", self.node_id, self.term,
                       self.raft_log.last_index)
-        self.role, self.leader_id = Role.LEADER, self.node_id
+        self._enter(Role.LEADER, self.node_id)
         now = time.monotonic()
         self._peer_ack = {peer: now for peer in self.config.others}
         self._last_heartbeat_sent = 0.0
