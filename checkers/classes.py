@@ -2,21 +2,23 @@
 
     python -m checkers.classes          # what scripts/setup.sh runs, once per pyspark version
 
-One small check runs on a JVM started with -XX:ArchiveClassesAtExit: when
-that JVM exits it writes every class it loaded (Spark's, Hadoop's, Parquet's)
-into the archive, which later driver JVMs map instead of loading and verifying
-the classes again. The check's input is a tiny generated queue run, so the
-classes of every checker step are in it.
+Small checks run on a JVM started with -XX:ArchiveClassesAtExit: when that
+JVM exits it writes every class it loaded (Spark's, Hadoop's, Parquet's,
+Janino's) into the archive, which later driver JVMs map instead of loading and
+verifying the classes again. The input is a tiny generated queue run, so the
+classes of every checker step are in it. It is checked twice: as the tiny
+input it is (interpreted), and as a larger input is (with generated code).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
-from . import session
-from .pipeline import check_runs
+from . import pipeline, session
 
 _PROCESSES = 4
 
@@ -45,6 +47,15 @@ def _sample_run(run_dir: Path) -> None:
     (run_dir / "nemesis.jsonl").write_text("".join(json.dumps(e) + "\n" for e in faults))
 
 
+@contextlib.contextmanager
+def _tiny_input_bytes(limit: int) -> Iterator[None]:
+    saved, pipeline.TINY_INPUT_BYTES = pipeline.TINY_INPUT_BYTES, limit
+    try:
+        yield
+    finally:
+        pipeline.TINY_INPUT_BYTES = saved
+
+
 def build(archive: Path) -> Path:
     """Check a sample run on a JVM that writes `archive` when it exits; end that JVM."""
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -54,8 +65,10 @@ def build(archive: Path) -> Path:
         run_dir = Path(scratch) / "run"
         _sample_run(run_dir)
         options = f"{session.QUICK_START_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={partial}"
-        check_runs([run_dir], "local[2]", {"spark.driver.extraJavaOptions": options},
-                   log_file=Path(scratch) / "spark.log")
+        for tiny_limit in (pipeline.TINY_INPUT_BYTES, -1):  # -1: no input is tiny
+            with _tiny_input_bytes(tiny_limit):
+                pipeline.check_runs([run_dir], "local[2]", {"spark.driver.extraJavaOptions": options},
+                                    log_file=Path(scratch) / "spark.log")
         session.stop()
     if not partial.is_file():
         raise RuntimeError(f"the JVM wrote no class archive at {partial}")

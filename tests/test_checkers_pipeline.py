@@ -1049,3 +1049,23 @@ def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
     found = _probe_sessions(tmp_path / "runs" / "queue-all", {})
     for jvm in (found["small_jvm"], found["large_jvm"]):
         assert jvm["archive"] == str(archive) and jvm["sharing"]
+
+
+def test_the_class_archive_is_built_from_an_interpreted_and_a_compiled_check(tmp_path, monkeypatch):
+    """A tiny check loads no code-generation classes: the build checks its sample both
+    ways so that larger checks find theirs in the archive too (unit level: no JVM)."""
+    from checkers import classes, pipeline, session
+
+    limits = []
+
+    def fake_check(run_dirs, master, conf, log_file):
+        limits.append(pipeline.TINY_INPUT_BYTES)
+        assert pipeline.raw_bytes(run_dirs) <= pipeline.TINY_INPUT_BYTES or limits[-1] == -1
+        partial = conf["spark.driver.extraJavaOptions"].split("-XX:ArchiveClassesAtExit=")[1]
+        Path(partial).write_bytes(b"archive")
+
+    monkeypatch.setattr(pipeline, "check_runs", fake_check)
+    monkeypatch.setattr(session, "stop", lambda: None)
+    built = classes.build(tmp_path / "chaos.jsa")
+    assert built.read_bytes() == b"archive"
+    assert limits == [pipeline.TINY_INPUT_BYTES, -1]  # and the limit is restored afterwards

@@ -336,3 +336,24 @@ def test_a_cluster_can_be_built_on_a_local_base_image_without_any_download(clust
     finally:
         docker.down(name, home=home)
         client.images.remove(derived, force=True)
+
+
+def test_down_of_one_provider_names_the_other_providers_cluster_of_that_name(tmp_path, monkeypatch):
+    """`chaos down --name lab` (netns) leaves a docker cluster lab alone: it says so and how
+    to remove it; with --all, every docker cluster. Unit level: state files only."""
+    from harness.commands.cluster import clusters_elsewhere
+    from inventory import netns
+
+    monkeypatch.setenv("CHAOS_HOME", str(tmp_path))
+    for name, subnet in (("lab", 3), ("ci", 4)):
+        record = docker.DockerRecord(name=name, subnet=subnet, size=3, owner_pid=1, owner_start=0,
+                                     persistent=True, status="ready", image="chaos-node:test")
+        state = tmp_path / "docker" / name
+        state.mkdir(parents=True)
+        (state / "cluster.json").write_text(record.model_dump_json())
+    assert clusters_elsewhere("netns", "lab", False) == [
+        "docker cluster lab remains (remove it with: chaos down --provider docker --name lab)"]
+    assert clusters_elsewhere("netns", "chaos", False) == []
+    assert len(clusters_elsewhere("netns", "chaos", True)) == 2
+    assert clusters_elsewhere("docker", "lab", False) == []  # no namespace cluster lab here
+    assert netns.clusters() == []

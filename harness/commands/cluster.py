@@ -85,7 +85,8 @@ def down(name: str, everything: bool, provider: str, images: bool) -> None:
 
     Also removes clusters left behind by crashed runs (a creation that never
     finished, a test cluster whose test process is gone, namespaces without a
-    state directory).
+    state directory). A cluster of the other provider is left alone: down
+    names it and the command that removes it.
     """
     if provider == "docker":
         _down_docker(name, everything, images)
@@ -102,7 +103,7 @@ def down(name: str, everything: bool, provider: str, images: bool) -> None:
         raise UserError(str(error)) from None
     except OSError as error:
         raise UserError(f"cannot remove local clusters: {error}") from None
-    _say_removed(removed, everything, name)
+    _say_removed("netns", removed, everything, name)
 
 
 def _down_docker(name: str, everything: bool, images: bool) -> None:
@@ -117,7 +118,7 @@ def _down_docker(name: str, everything: bool, images: bool) -> None:
         raise UserError(str(error)) from None
     except OSError as error:
         raise UserError(f"cannot remove docker clusters: {error}") from None
-    _say_removed(removed, False, name)
+    _say_removed("docker", removed, False, name)
 
 
 def _refuse_docker_options(image: str, subnet: str | None) -> None:
@@ -125,11 +126,27 @@ def _refuse_docker_options(image: str, subnet: str | None) -> None:
         raise UserError("--image and --subnet go with --provider docker")
 
 
-def _say_removed(removed: list[str], everything: bool, name: str) -> None:
+def _say_removed(provider: str, removed: list[str], everything: bool, name: str) -> None:
     for line in removed:
         click.echo(line)
     if not removed:
-        click.echo("nothing to remove" if everything else f"nothing to remove (no cluster named {name})")
+        click.echo("nothing to remove" if everything else f"nothing to remove (no {provider} cluster named {name})")
+    for hint in clusters_elsewhere(provider, name, everything):
+        click.echo(hint)
+
+
+def clusters_elsewhere(provider: str, name: str, everything: bool) -> list[str]:
+    """What `chaos down --provider PROVIDER` leaves to the other provider: its cluster
+    `name` (or, with --all, all its clusters), as commands that remove them."""
+    hints = []
+    for other, module in PROVIDERS.items():
+        if other == provider:
+            continue
+        for record in module.clusters():
+            if everything or record.name == name:
+                hints.append(f"{other} cluster {record.name} remains (remove it with: "
+                             f"chaos down --provider {other} --name {record.name})")
+    return hints
 
 
 @click.command()
