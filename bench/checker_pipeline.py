@@ -247,7 +247,7 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], run
               repeat: int = 1) -> dict:
     """Runs in its own process: time check_runs on `runs` copies of one run, `repeat` times
     in the same session (the first pays the JIT warm-up of a fresh JVM, the others do not)."""
-    from checkers.pipeline import small_input
+    from checkers.pipeline import input_size
     from checkers.session import session_for
 
     usage = Usage()
@@ -255,7 +255,7 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], run
     dirs = copies(run_dir, runs)
     started = time.perf_counter()
     # the session check_runs would start for this input (a quick JVM for small ones)
-    spark = session_for(master, conf, run_dir / "spark.log", small_input(dirs))
+    spark = session_for(master, conf, run_dir / "spark.log", input_size(dirs)[0])
     session_s = time.perf_counter() - started
     cpu_before = usage.cpu
     total, steps, result, jobs = _timed_check(spark, dirs, master, conf, JOB_GROUP)

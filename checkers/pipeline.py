@@ -76,9 +76,11 @@ def raw_bytes(run_dirs: list[Path]) -> int:
     return sum(os.path.getsize(f.path) for run, d in enumerate(run_dirs) for f in run_files(run, d))
 
 
-def small_input(run_dirs: list[Path]) -> bool:
-    """Whether one check of `run_dirs` takes the small-input path (SMALL_INPUT_BYTES)."""
-    return raw_bytes(run_dirs) <= SMALL_INPUT_BYTES
+def input_size(run_dirs: list[Path]) -> tuple[bool, bool]:
+    """Whether one check of `run_dirs` is small (SMALL_INPUT_BYTES) and whether it is
+    also tiny (TINY_INPUT_BYTES)."""
+    raw = raw_bytes(run_dirs)
+    return raw <= SMALL_INPUT_BYTES, raw <= min(TINY_INPUT_BYTES, SMALL_INPUT_BYTES)
 
 
 def _spec(run_dir: Path) -> tuple[RunSpec, str | None]:
@@ -166,9 +168,7 @@ def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
         return []
     parent = Path(os.path.commonpath(dirs))
     step = progress or (lambda _name: None)
-    raw = raw_bytes(dirs)
-    small = raw <= SMALL_INPUT_BYTES
-    tiny = small and raw <= TINY_INPUT_BYTES
+    small, tiny = input_size(dirs)
     spark = session_for(spark_master, spark_conf, log_file or parent / SPARK_LOG, small)
     with Staging(spark, parent, in_memory=small) as staging, input_settings(spark, small, tiny):
         try:
