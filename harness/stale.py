@@ -22,11 +22,11 @@ from typing import Any
 
 import nuclei
 from harness.store import StoreError, read_json, write_json, write_text
-from inventory import InventoryError, Pool, load, netns
+from inventory import InventoryError, Pool, load, local, netns
 
 
 def leases_dir() -> Path:
-    return netns.chaos_home() / "runs"
+    return local.chaos_home() / "runs"
 
 
 def take_lease(run_dir: Path) -> Path | None:
@@ -34,7 +34,7 @@ def take_lease(run_dir: Path) -> Path | None:
     (the run then goes on, without the safety net)."""
     pid = os.getpid()
     path = leases_dir() / f"{pid}-{secrets.token_hex(4)}.json"
-    lease = {"pid": pid, "start": netns.process_start_time(pid), "run_dir": str(Path(run_dir).resolve())}
+    lease = {"pid": pid, "start": local.process_start_time(pid), "run_dir": str(Path(run_dir).resolve())}
     try:
         write_text(path, json.dumps(lease) + "\n")
     except OSError:
@@ -71,7 +71,7 @@ def _claim_if_stale(path: Path) -> dict[str, Any] | None:
     if not isinstance(lease, dict):
         return None
     start = lease.get("start")
-    if isinstance(start, int) and netns.process_alive(int(lease.get("pid", 0)), start):
+    if isinstance(start, int) and local.process_alive(int(lease.get("pid", 0)), start):
         return None
     try:
         path.unlink()  # two harnesses may find it: only the one whose unlink succeeds handles it

@@ -38,30 +38,14 @@ from collections.abc import Callable
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from inventory import sshd
 from inventory.errors import ProvisionError, one_line
 from inventory.model import Inventory, Node
-from inventory import netns
-from inventory.netns import (
-    DEFAULT_NAME,
-    ClusterLayout,
-    LocalClusterRecord,
-    DEFAULT_NODES,
-    MAX_NODES,
-    MIN_NODES,
-    _check_name,
-    _host_networks,
-    _locked,
-    _poll,
-    _write_record,
-    chaos_home,
-    process_alive,
-    process_start_time,
-    choose_subnet,
-    subnets_in_use,
-)
+from inventory.local import (ClusterLayout, LocalClusterRecord, chaos_home, check_name, host_networks, locked,
+                             poll, process_alive, process_start_time, read_record, state_dirs, write_record)
+from inventory.netns import DEFAULT_NAME, DEFAULT_NODES, MAX_NODES, MIN_NODES, choose_subnet, subnets_in_use
 
 __all__ = ["DEBOOTSTRAP", "DEFAULT_NAME", "DEFAULT_NODES", "MAX_NODES", "MIN_NODES", "build_dir", "build_image",
            "clusters", "down", "down_stale", "engine", "image_tag", "inventory_path", "owned", "remove_images", "up"]
@@ -173,7 +157,7 @@ def up(name: str = DEFAULT_NAME, nodes: int = DEFAULT_NODES, *, home: Path | Non
     client = engine()
     home = home or chaos_home()
     node_image = build_image(client, image, on_step=on_step)
-    with _locked(home):
+    with locked(home):
         _remove_locked(client, home, name)
         record = _reserve(client, home, name, nodes, persistent, node_image, requested)
     layout = Layout(home, name)
@@ -188,7 +172,7 @@ def down(name: str = DEFAULT_NAME, *, home: Path | None = None) -> bool:
     """Remove the docker cluster `name` (containers, network, state); False if nothing was there."""
     client = engine()
     home = home or chaos_home()
-    with _locked(home):
+    with locked(home):
         return _remove_locked(client, home, name)
 
 
@@ -196,7 +180,7 @@ def down_stale(*, home: Path | None = None) -> list[str]:
     """Remove docker clusters left behind by crashed runs; one description per removal."""
     client = engine()
     home = home or chaos_home()
-    with _locked(home):
+    with locked(home):
         return _sweep_locked(client, home)
 
 
@@ -211,7 +195,7 @@ def inventory_path(name: str = DEFAULT_NAME, *, home: Path | None = None) -> Pat
 
 def check_can_provision(name: str, nodes: int) -> None:
     """Validate the request before touching anything (one-line errors)."""
-    _check_name(name)
+    check_name(name)
     if not MIN_NODES <= nodes <= MAX_NODES:
         raise ProvisionError(f"a docker cluster has {MIN_NODES} to {MAX_NODES} nodes, not {nodes}")
     if shutil.which("ssh-keygen") is None:
@@ -406,7 +390,7 @@ def _docker_networks(client: Any) -> list[ipaddress.IPv4Network]:
 def _reserve(client: Any, home: Path, name: str, size: int, persistent: bool, image: str,
              requested: int | None) -> DockerRecord:
     """Pick the subnet and write the record (caller holds the lock)."""
-    used = {r.subnet for r in clusters(home=home)} | subnets_in_use(_host_networks() + _docker_networks(client), NETWORK_PREFIX)
+    used = {r.subnet for r in clusters(home=home)} | subnets_in_use(host_networks() + _docker_networks(client), NETWORK_PREFIX)
     if requested is not None and requested in used:
         raise ProvisionError(f"subnet {NETWORK_PREFIX}.{requested}.0/24 is already in use on this host "
                              "(a route, an address or a Docker network): pick another --subnet or leave it out")
@@ -416,7 +400,7 @@ def _reserve(client: Any, home: Path, name: str, size: int, persistent: bool, im
                           owner_start=process_start_time(pid) or 0, persistent=persistent)
     layout = Layout(home, name)
     layout.root.mkdir(parents=True, mode=0o700)
-    _write_record(layout, record)
+    write_record(layout, record)
     return record
 
 
@@ -459,7 +443,7 @@ def _build(client: Any, record: DockerRecord, layout: Layout, on_node: Callable[
                           known_hosts=layout.known_hosts)
     inventory.write(layout.inventory)
     inventory.source = layout.inventory
-    _write_record(layout, record.model_copy(update={"status": "ready"}))
+    write_record(layout, record.model_copy(update={"status": "ready"}))
     return inventory
 
 
@@ -598,7 +582,7 @@ def _teardown(client: Any, home: Path, name: str, state_dir: Path | None) -> Non
                 pass
         return not any(objects.values())
 
-    if not _poll(remove_all, timeout=20, interval=0.2):
+    if not poll(remove_all, timeout=20, interval=0.2):
         left = owned(client, home, name)
         names = [c.name for c in left["containers"]] + [n.name for n in left["networks"]]
         raise ProvisionError(f"could not remove Docker objects {', '.join(names)} of cluster {name}")
@@ -610,8 +594,8 @@ def _teardown(client: Any, home: Path, name: str, state_dir: Path | None) -> Non
 
 
 def _state_dirs(home: Path) -> list[Path]:
-    return netns._state_dirs(home, "docker")
+    return state_dirs(home, Layout.kind)
 
 
 def _read_record(state_dir: Path) -> DockerRecord | None:
-    return netns._read_record(state_dir, DockerRecord)
+    return read_record(state_dir, DockerRecord)

@@ -17,27 +17,24 @@ known_hosts, keys/, sshd/ (config, pid and log files) and nodes/<node>/.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import ipaddress
-import json
 import os
 import re
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Literal
-
-from pydantic import BaseModel, ValidationError
+from typing import ClassVar
 
 from inventory import sshd
 from inventory.errors import ProvisionError, one_line
-from inventory.model import NAME_PATTERN, PATH_PATTERN, Inventory, Node
+from inventory.local import (ClusterLayout, LocalClusterRecord, chaos_home, check_name, host_networks, locked,
+                             poll, process_alive, process_start_time, read_record, run_command, state_dirs,
+                             write_record)
+from inventory.model import PATH_PATTERN, Inventory, Node
 
 DEFAULT_NAME = "chaos"
 DEFAULT_NODES = 5
@@ -51,42 +48,10 @@ SSHD_READY_TIMEOUT_S = 20
 _OWNED = re.compile(rf"^{PREFIX}([0-9a-f]{{6}})(?:br|v\d+|-n\d+)$")
 
 
-def chaos_home() -> Path:
-    return Path(os.environ.get("CHAOS_HOME", "/var/lib/rocketmq-chaos"))
-
-
-class LocalClusterRecord(BaseModel):
-    """What cluster.json of a local cluster (namespaces or containers) remembers: enough to
-    find and remove everything. Each provider has its own /16 (`network_prefix`)."""
-
-    network_prefix: ClassVar[str] = NETWORK_PREFIX
-
-    name: str
-    subnet: int
-    size: int
-    owner_pid: int
-    owner_start: int
-    persistent: bool
-    status: Literal["creating", "ready"] = "creating"
-
-    @property
-    def gateway(self) -> str:
-        return f"{self.network_prefix}.{self.subnet}.1"
-
-    @property
-    def cidr(self) -> str:
-        return f"{self.network_prefix}.{self.subnet}.0/24"
-
-    @property
-    def node_names(self) -> list[str]:
-        return [f"n{i}" for i in range(1, self.size + 1)]
-
-    def address(self, index: int) -> str:
-        return f"{self.network_prefix}.{self.subnet}.{10 + index}"
-
-
 class ClusterRecord(LocalClusterRecord):
     """A namespace cluster: its bridge, namespaces and veths are named after its tag."""
+
+    network_prefix: ClassVar[str] = NETWORK_PREFIX
 
     tag: str
 
@@ -103,21 +68,6 @@ class ClusterRecord(LocalClusterRecord):
 
     def veth(self, index: int) -> str:
         return f"{PREFIX}{self.tag}v{index}"
-
-
-class ClusterLayout:
-    """Paths every local provider keeps in a cluster's state directory
-    (`home/<kind>/<name>`); where sshd's files live is the provider's choice."""
-
-    kind: ClassVar[str] = "clusters"
-
-    def __init__(self, home: Path, name: str) -> None:
-        _check_name(name)  # the name becomes a path that `down` deletes
-        self.root = home / self.kind / name
-        self.record = self.root / "cluster.json"
-        self.inventory = self.root / "inventory.yaml"
-        self.known_hosts = self.root / "known_hosts"
-        self.client_key = self.root / "keys" / "client_ed25519"
 
 
 class Layout(ClusterLayout):
@@ -154,7 +104,7 @@ def up(name: str = DEFAULT_NAME, nodes: int = DEFAULT_NODES, *, home: Path | Non
     """
     check_can_provision(name, nodes)
     home = home or chaos_home()
-    with _locked(home):
+    with locked(home):
         _remove_locked(home, name)
         record = _reserve(home, name, nodes, persistent)
     layout = Layout(home, name)
@@ -170,7 +120,7 @@ def down(name: str = DEFAULT_NAME, *, home: Path | None = None) -> bool:
     """Remove the cluster `name` entirely; False if there was nothing to remove."""
     _require_root("remove a local cluster")
     home = home or chaos_home()
-    with _locked(home):
+    with locked(home):
         return _remove_locked(home, name)
 
 
@@ -183,7 +133,7 @@ def down_stale(*, home: Path | None = None, orphans: bool = True) -> list[str]:
     """
     _require_root("remove stale clusters")
     home = home or chaos_home()
-    with _locked(home):
+    with locked(home):
         return _sweep_locked(home, everything=False, orphans=orphans)
 
 
@@ -191,14 +141,14 @@ def down_all(*, home: Path | None = None) -> list[str]:
     """Remove every local cluster and every orphaned kernel object of ours."""
     _require_root("remove local clusters")
     home = home or chaos_home()
-    with _locked(home):
+    with locked(home):
         return _sweep_locked(home, everything=True)
 
 
 def clusters(*, home: Path | None = None) -> list[ClusterRecord]:
     """The records of all clusters that have a state directory."""
     home = home or chaos_home()
-    return [r for r in (_read_record(d) for d in _state_dirs(home)) if r is not None]
+    return [r for r in (read_record(d, ClusterRecord) for d in state_dirs(home, Layout.kind)) if r is not None]
 
 
 def inventory_path(name: str = DEFAULT_NAME, *, home: Path | None = None) -> Path:
@@ -207,7 +157,7 @@ def inventory_path(name: str = DEFAULT_NAME, *, home: Path | None = None) -> Pat
 
 def check_can_provision(name: str, nodes: int) -> None:
     """Validate the request before touching anything (one-line errors)."""
-    _check_name(name)
+    check_name(name)
     if not MIN_NODES <= nodes <= MAX_NODES:
         raise ProvisionError(f"a local cluster has {MIN_NODES} to {MAX_NODES} nodes, not {nodes}")
     if not re.fullmatch(PATH_PATTERN, str(chaos_home())):
@@ -256,13 +206,13 @@ def _reserve(home: Path, name: str, size: int, persistent: bool) -> ClusterRecor
     """Pick tag and subnet and write the record (caller holds the lock)."""
     records = clusters(home=home)
     tag = choose_tag(name, {r.tag: r.name for r in records})
-    taken = {r.subnet for r in records} | subnets_in_use(_host_networks())
+    taken = {r.subnet for r in records} | subnets_in_use(host_networks())
     pid = os.getpid()
     record = ClusterRecord(name=name, tag=tag, subnet=choose_subnet(name, taken), size=size,
-                           owner_pid=pid, owner_start=_start_time(pid) or 0, persistent=persistent)
+                           owner_pid=pid, owner_start=process_start_time(pid) or 0, persistent=persistent)
     layout = Layout(home, name)
     layout.root.mkdir(parents=True, mode=0o700)
-    _write_record(layout, record)
+    write_record(layout, record)
     return record
 
 
@@ -279,7 +229,7 @@ def _build(record: ClusterRecord, layout: Layout, on_node: Callable[[str], None]
     inventory = _inventory(record, layout)
     inventory.write(layout.inventory)
     inventory.source = layout.inventory
-    _write_record(layout, record.model_copy(update={"status": "ready"}))
+    write_record(layout, record.model_copy(update={"status": "ready"}))
     return inventory
 
 
@@ -338,7 +288,7 @@ def _allow_bridged_traffic(record: ClusterRecord) -> None:
     """
     if not _bridge_netfilter_on():
         return
-    _run(["iptables", "-w", "5", "-I", "FORWARD", "-i", record.bridge, "-o", record.bridge,
+    run_command(["iptables", "-w", "5", "-I", "FORWARD", "-i", record.bridge, "-o", record.bridge,
           "-m", "comment", "--comment", f"{PREFIX}{record.tag}", "-j", "ACCEPT"], "iptables")
 
 
@@ -347,7 +297,7 @@ def _allow_bridged_traffic(record: ClusterRecord) -> None:
 
 def _remove_locked(home: Path, name: str) -> bool:
     layout = Layout(home, name)
-    record = _read_record(layout.root)
+    record = read_record(layout.root, ClusterRecord)
     tag = record.tag if record else choose_tag(name, {r.tag: r.name for r in clusters(home=home)})
     present = layout.root.exists() or bool(_owned_objects(tag))
     if present:
@@ -359,8 +309,8 @@ def _sweep_locked(home: Path, everything: bool, orphans: bool = True) -> list[st
     removed: list[str] = []
     namespaces, links = _list_netns(), _list_links()
     known_tags: set[str] = set()
-    for state_dir in _state_dirs(home):
-        record = _read_record(state_dir)
+    for state_dir in state_dirs(home, Layout.kind):
+        record = read_record(state_dir, ClusterRecord)
         if record is not None:
             known_tags.add(record.tag)
         reason = "removed on request" if everything else _stale_reason(record, namespaces, links)
@@ -381,7 +331,7 @@ def _stale_reason(record: ClusterRecord | None, namespaces: set[str], links: set
     """Why a cluster counts as left behind by a crash, or None if it is in use."""
     if record is None:
         return "its state directory has no readable cluster.json"
-    owner_gone = not _alive(record.owner_pid, record.owner_start)
+    owner_gone = not process_alive(record.owner_pid, record.owner_start)
     if owner_gone and record.status == "creating":
         return f"its creation by pid {record.owner_pid} never finished"
     if owner_gone and not record.persistent:
@@ -402,10 +352,10 @@ def _teardown(tag: str | None, state_dir: Path | None) -> None:
         namespaces = sorted(n for n in _list_netns() if _tag_of(n) == tag)
         _kill_processes_in(namespaces)
         for netns in namespaces:
-            _run(["ip", "netns", "delete", netns], "ip netns delete", check=False)
+            run_command(["ip", "netns", "delete", netns], "ip netns delete", check=False)
         links = sorted(_list_links_of(tag), key=lambda link: link.endswith("br"))  # veths first
         for link in links:
-            _run(["ip", "link", "delete", link], "ip link delete", check=False)
+            run_command(["ip", "link", "delete", link], "ip link delete", check=False)
         _remove_forward_rules(tag)
         _wait_until_gone(tag)
     if state_dir is not None:
@@ -437,7 +387,7 @@ def _kill_processes_in(namespaces: list[str]) -> None:
                 pass
         return survivors
 
-    _poll(lambda: not kill_survivors(), timeout=10)
+    poll(lambda: not kill_survivors(), timeout=10)
 
 
 def _remove_forward_rules(tag: str) -> None:
@@ -447,12 +397,12 @@ def _remove_forward_rules(tag: str) -> None:
     for line in listing.stdout.splitlines():
         if line.startswith("-A FORWARD") and f"--comment {PREFIX}{tag}" in line:
             rule = line.split()[2:]
-            _run(["iptables", "-w", "5", "-D", "FORWARD", *rule], "iptables -D", check=False)
+            run_command(["iptables", "-w", "5", "-D", "FORWARD", *rule], "iptables -D", check=False)
 
 
 def _wait_until_gone(tag: str) -> None:
     """Veths vanish asynchronously once their namespace is freed."""
-    if not _poll(lambda: not _owned_objects(tag), timeout=10):
+    if not poll(lambda: not _owned_objects(tag), timeout=10):
         left = ", ".join(sorted(_owned_objects(tag)))
         raise ProvisionError(f"could not remove {left}; see `ip link` and `ip netns list`")
 
@@ -488,25 +438,6 @@ def _owned_tags(namespaces: set[str], links: set[str]) -> set[str]:
     return {t for t in (_tag_of(n) for n in namespaces | links) if t is not None}
 
 
-def _host_networks() -> list[ipaddress.IPv4Network]:
-    """Networks of every IPv4 route and address on the host."""
-    networks = []
-    routes = json.loads(_run(["ip", "-j", "-4", "route", "show", "table", "all"], "ip route") or "[]")
-    for route in routes:
-        networks += _as_network(route.get("dst", ""))
-    for link in json.loads(_run(["ip", "-j", "-4", "addr", "show"], "ip addr") or "[]"):
-        for info in link.get("addr_info", []):
-            networks += _as_network(f"{info.get('local')}/{info.get('prefixlen')}")
-    return networks
-
-
-def _as_network(text: str) -> list[ipaddress.IPv4Network]:
-    try:
-        return [ipaddress.IPv4Network(text, strict=False)]
-    except ValueError:  # "default", "multicast", ...
-        return []
-
-
 def _bridge_netfilter_on() -> bool:
     try:
         return Path("/proc/sys/net/bridge/bridge-nf-call-iptables").read_text().strip() == "1"
@@ -527,69 +458,10 @@ def _netns_inode(pid: int) -> int | None:
         return None
 
 
-def _start_time(pid: int) -> int | None:
-    """Kernel start time of `pid` (tells a live owner from a reused pid)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
-def _alive(pid: int, start: int) -> bool:
-    return _start_time(pid) == start
-
-
-def process_start_time(pid: int) -> int | None:
-    """Kernel start time of a live `pid` (clock ticks since boot), None if it is gone."""
-    return _start_time(pid)
-
-
-def process_alive(pid: int, start: int) -> bool:
-    """Whether `pid` still runs the process that started at `start` (not a reused pid)."""
-    return _alive(pid, start)
-
-
 # -- state directory --------------------------------------------------------------------
 
 
-def _state_dirs(home: Path, kind: str = "clusters") -> list[Path]:
-    base = home / kind
-    return sorted(p for p in base.iterdir() if p.is_dir()) if base.exists() else []
-
-
-def _read_record(state_dir: Path, model: type[BaseModel] = ClusterRecord) -> Any:
-    """The `model` in state_dir/cluster.json, or None if it is missing or unreadable."""
-    try:
-        return model.model_validate_json((state_dir / "cluster.json").read_text())
-    except (OSError, ValidationError):
-        return None
-
-
-def _write_record(layout: Layout, record: ClusterRecord) -> None:
-    tmp = layout.record.with_suffix(".tmp")
-    tmp.write_text(record.model_dump_json(indent=2))
-    tmp.replace(layout.record)
-
-
-@contextmanager
-def _locked(home: Path) -> Iterator[None]:
-    """Serialize reservations and sweeps across processes (flock on $CHAOS_HOME/.lock)."""
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 # -- small helpers -------------------------------------------------------------------------
-
-
-def _check_name(name: str) -> None:
-    if not re.fullmatch(NAME_PATTERN, name):
-        raise ProvisionError(f"cluster name {name!r} is not valid: use letters, digits, '-', '_' or '.' (max 40)")
 
 
 def _require_root(what: str) -> None:
@@ -603,19 +475,3 @@ def _ip_batch(netns: str | None, commands: list[str]) -> None:
     proc = subprocess.run(argv, input="\n".join(commands) + "\n", capture_output=True, text=True)
     if proc.returncode != 0:
         raise ProvisionError(f"ip {'' if netns is None else f'-n {netns} '}failed: {one_line(proc.stderr)}")
-
-
-def _run(argv: list[str], what: str, check: bool = True) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise ProvisionError(f"{what} failed: {one_line(proc.stderr) or f'exit {proc.returncode}'}")
-    return proc.stdout
-
-
-def _poll(condition: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
