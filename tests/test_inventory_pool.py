@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from inventory import CommandFailed, Inventory, NodeUnreachable, Pool, netns
+from inventory import CommandFailed, Inventory, NodeUnreachable, Pool, local, netns
 from inventory.errors import CommandTimeout
 
 pytestmark = pytest.mark.cluster
@@ -19,12 +19,7 @@ HOSTILE = "a'b; rm -rf x"
 
 
 def poll(condition, timeout: float = 30.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
+    return local.poll(condition, timeout, interval)
 
 
 def process_alive(pid: int) -> bool:
