@@ -10,7 +10,8 @@ different function) are reported like malformed lines, with file and line.
 
 Two Spark writes keep memory flat however long the history: the paired
 operations first (one shuffle by process), then the indexed history (one
-shuffle by time bucket, with bucket offsets counted in between).
+shuffle by slices of invoke time, cut from the operations per second counted
+in between).
 """
 from __future__ import annotations
 
@@ -177,14 +178,52 @@ def census(paired: DataFrame, n_runs: int) -> Census:
     return found
 
 
-def _bucket_offsets(spark: SparkSession, buckets: list[tuple[int, int, int]]) -> DataFrame:
-    """Per (run, second of invoke time): how many operations come before it."""
-    offsets, seen = [], {}
+def spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's `hash()` of an int (Murmur3 x86 32-bit, seed 42): the hash that places a
+    row in partition pmod(hash, n) of a hash-partitioned shuffle."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    k1 = rotl((value & mask) * 0xCC9E2D51 & mask, 15) * 0x1B873593 & mask
+    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & mask
+    h1 ^= 4  # the length in bytes
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & mask
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
+
+
+def partition_keys(parts: int) -> list[int]:
+    """keys[i]: an int that a shuffle of `parts` hash partitions sends to partition i."""
+    keys: dict[int, int] = {}
+    candidate = 0
+    while len(keys) < parts:
+        keys.setdefault(spark_hash_int(candidate) % parts, candidate)
+        candidate += 1
+    return [keys[i] for i in range(parts)]
+
+
+def index_plan(buckets: list[tuple[int, int, int]], parts: int) -> list[tuple[int, int, int, int]]:
+    """Per (run, second of invoke time) from the census: (run, bucket, part, base).
+
+    Seconds are dealt out in order to `parts` slices of about equal numbers of
+    operations; `base` counts the run's operations before the first of its
+    seconds in that slice, so that an operation's index is `base` plus its rank
+    among the run's operations of the slice.
+    """
+    total = sum(count for _, _, count in buckets)
+    rows, before, bases, dealt = [], {}, {}, 0
     for run, bucket, count in buckets:
-        base = seen.get(run, 0)
-        offsets.append((run, bucket, base))
-        seen[run] = base + count
-    return local_frame(spark, offsets, "o_run int, o_bucket long, base long")
+        part = min(parts - 1, dealt * parts // total) if total else 0
+        done = before.get(run, 0)
+        rows.append((run, bucket, part, bases.setdefault((run, part), done)))
+        before[run] = done + count
+        dealt += count
+    return rows
 
 
 def _tag_faults(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWindow]]) -> DataFrame:
@@ -199,13 +238,25 @@ def _tag_faults(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWin
 
 def index_history(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWindow]],
                   buckets: list[tuple[int, int, int]]) -> DataFrame:
-    """Tag faults and number operations by invoke time within each run (`buckets`: census)."""
-    offsets = F.broadcast(_bucket_offsets(spark, buckets))
+    """Tag faults and number operations by invoke time within each run (`buckets`: census).
+
+    The census already says how many operations each second holds, so the
+    slices of invoke time are cut on the driver (index_plan) and each is sent
+    to its own shuffle partition by a key that hashes there: partition i
+    holds slice i, the written files are in index order, and no sampling pass
+    over the history is needed, as range partitioning would make.
+    """
+    parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    keys = partition_keys(parts)
+    plan = [(run, bucket, keys[part], base) for run, bucket, part, base in index_plan(buckets, parts)]
+    offsets = F.broadcast(local_frame(spark, plan, "o_run int, o_bucket long, slot int, base long"))
     tagged = (_tag_faults(spark, ops, windows).withColumn("bucket", _bucket())
               .join(offsets, (F.col("run") == F.col("o_run")) & (F.col("bucket") == F.col("o_bucket"))))
-    in_bucket = Window.partitionBy("run", "bucket").orderBy("invoke_time", "seq")
-    indexed = (tagged.repartitionByRange("run", "bucket")
-               .withColumn("index", F.col("base") + F.row_number().over(in_bucket) - 1))
+    # (run, slot), not (slot, run): the window's sort then also orders the rows by `run`,
+    # as the write partitioned by run needs, instead of an extra sort after it
+    in_slice = Window.partitionBy("run", "slot").orderBy("invoke_time", "seq")
+    indexed = (tagged.repartition(parts, "slot")
+               .withColumn("index", F.col("base") + F.row_number().over(in_slice) - 1))
     return indexed.select("run", *HISTORY_SCHEMA.fieldNames())
 
 

@@ -88,22 +88,6 @@ def window_stats(writes: DataFrame, windows: DataFrame) -> dict[tuple[int, int],
     return stats
 
 
-def failovers(writes: DataFrame) -> dict[int, dict[str, Any]]:
-    """Per run: how often the node serving successful writes changed, and the sequence."""
-    per_second = (writes.filter(F.col("ok") & F.col("node").isNotNull())
-                  .groupBy("run", F.floor(F.col("complete_time") / FAILOVER_BUCKET_NS).alias("second"), "node")
-                  .count())
-    top = per_second.groupBy("run", "second").agg(F.max_by("node", F.struct("count", "node")).alias("node"))
-    result: dict[int, dict[str, Any]] = {}
-    for row in top.orderBy("run", "second").collect():
-        entry = result.setdefault(row["run"], {"failovers": 0, "masters": []})
-        if not entry["masters"] or entry["masters"][-1]["node"] != row["node"]:
-            if entry["masters"]:
-                entry["failovers"] += 1
-            entry["masters"].append({"node": row["node"], "from_s": float(row["second"])})
-    return result
-
-
 def recoveries(spark: SparkSession, writes: DataFrame,
                outages: list[tuple[int, int, int]]) -> dict[tuple[int, int], int]:
     """Per outage (run, window, from): completion of the first success invoked after it."""
@@ -116,13 +100,44 @@ def recoveries(spark: SparkSession, writes: DataFrame,
     return {(r["o_run"], r["window"]): r["recovered"] for r in rows}
 
 
-def availability(writes: DataFrame) -> dict[int, dict[str, dict[str, int]]]:
-    """Per run: writes and successful writes inside and outside fault windows."""
+def write_counts(writes: DataFrame) -> list[Any]:
+    """Writes per (run, in_fault, ok), successful ones also per second and serving node:
+    one aggregation for both `availability` and `failovers` (small: runs x seconds x nodes)."""
+    served = F.col("ok") & F.col("node").isNotNull()
+    second = F.floor(F.col("complete_time") / FAILOVER_BUCKET_NS)
+    return (writes.groupBy("run", "in_fault", "ok", F.when(served, second).alias("second"),
+                           F.when(served, F.col("node")).alias("node"))
+            .agg(F.count(F.lit(1)).alias("writes")).collect())
+
+
+def availability(counts: list[Any]) -> dict[int, dict[str, dict[str, int]]]:
+    """Per run: writes and successful writes inside and outside fault windows (from write_counts)."""
     result: dict[int, dict[str, dict[str, int]]] = {}
-    for r in writes.groupBy("run", "in_fault").agg(
-            F.count(F.lit(1)).alias("writes"), F.count_if(F.col("ok")).alias("ok")).collect():
+    for r in counts:
         side = "in_faults" if r["in_fault"] else "outside_faults"
-        result.setdefault(r["run"], {})[side] = {"writes": r["writes"], "ok": r["ok"]}
+        totals = result.setdefault(r["run"], {}).setdefault(side, {"writes": 0, "ok": 0})
+        totals["writes"] += r["writes"]
+        totals["ok"] += r["writes"] if r["ok"] else 0
+    return result
+
+
+def failovers(counts: list[Any]) -> dict[int, dict[str, Any]]:
+    """Per run: how often the node serving successful writes changed, and the sequence
+    (per second, the node that served most successful writes; ties go to the greater
+    name). From write_counts."""
+    per_node: dict[tuple[int, int], dict[str, int]] = {}
+    for r in counts:
+        if r["node"] is not None:
+            nodes = per_node.setdefault((r["run"], r["second"]), {})
+            nodes[r["node"]] = nodes.get(r["node"], 0) + r["writes"]
+    result: dict[int, dict[str, Any]] = {}
+    for (run, second), nodes in sorted(per_node.items()):
+        node = max(nodes, key=lambda name: (nodes[name], name))
+        entry = result.setdefault(run, {"failovers": 0, "masters": []})
+        if not entry["masters"] or entry["masters"][-1]["node"] != node:
+            if entry["masters"]:
+                entry["failovers"] += 1
+            entry["masters"].append({"node": node, "from_s": float(second)})
     return result
 
 
@@ -225,15 +240,15 @@ def rto_section(run: RunFacts, windows: list[dict[str, Any]],
 
 
 def check(ctx: CheckContext) -> list[dict[str, Any]]:
-    """RTO and availability of every run, in three scans of the writes of all runs."""
+    """RTO and availability of every run, in four scans of the writes of all runs."""
     writes = writes_of(ctx.history)
     with_windows = [r for r in ctx.runs if r.windows]
     stats = window_stats(writes, _window_table(ctx.spark, with_windows)) if with_windows else {}
     outages = [(run, window, s["outage_from"]) for (run, window), s in stats.items()
                if s["outage_from"] is not None]
     recovered = recoveries(ctx.spark, writes, outages)
-    avail = availability(writes)
-    changes = failovers(writes)
+    counts = write_counts(writes)
+    avail, changes = availability(counts), failovers(counts)
     sections = []
     for run in ctx.runs:
         facts = failover_facts(run.spec)

@@ -879,6 +879,25 @@ def test_every_input_path_gives_the_same_results_as_the_tiny_one(checked, tmp_pa
         assert moved == _comparable(original["result"]), run_dir.name
         again = pq.read_table(run_dir / "checked" / "history.parquet").to_pylist()
         assert sorted(again, key=lambda r: r["index"]) == history_rows(checked, run_dir.name)
+        # docs/history-format.md: the files, read in name order, are in index order
+        assert [r["index"] for r in again] == list(range(len(again))), run_dir.name
+
+
+def test_partition_keys_land_where_spark_hashes_them(spark):
+    """index_history sends slice i to shuffle partition i by a key whose hash is i mod n:
+    the hash must be Spark's."""
+    from pyspark.sql import functions as F
+
+    from checkers.reconstruct import partition_keys, spark_hash_int
+
+    values = [0, 1, -1, 7, 42, 2**31 - 1, -2**31, 123456789]
+    hashed = spark.createDataFrame([(v,) for v in values], "v int").select(F.hash("v").alias("h")).collect()
+    assert [spark_hash_int(v) for v in values] == [r["h"] for r in hashed]
+    for parts in (1, 2, 16, 200):
+        keys = partition_keys(parts)
+        placed = (spark.createDataFrame([(k, i) for i, k in enumerate(keys)], "k int, i int")
+                  .repartition(parts, "k").select("i", F.spark_partition_id().alias("p")).collect())
+        assert all(r["i"] == r["p"] for r in placed), parts
 
 
 def test_small_tables_reach_spark_as_the_rows_given(spark):

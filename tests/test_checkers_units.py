@@ -214,6 +214,30 @@ def test_rto_section_fails_on_low_availability_in_faults():
     assert section["problems"] == ["availability during faults 0.250 is under 0.5"]
 
 
+def _counts(run, in_fault, ok, second, node, writes):
+    return {"run": run, "in_fault": in_fault, "ok": ok, "second": second, "node": node, "writes": writes}
+
+
+def test_write_counts_give_availability_per_side():
+    counts = [_counts(0, True, True, 3, "n1", 4), _counts(0, True, False, None, None, 6),
+              _counts(0, False, True, 1, "n1", 5), _counts(0, False, True, 2, "n2", 5),
+              _counts(1, False, False, None, None, 2)]
+    assert rto.availability(counts) == {
+        0: {"in_faults": {"writes": 10, "ok": 4}, "outside_faults": {"writes": 10, "ok": 10}},
+        1: {"outside_faults": {"writes": 2, "ok": 0}}}
+
+
+def test_failovers_follow_the_node_serving_most_writes_per_second():
+    counts = [_counts(0, False, True, 0, "n1", 9),
+              _counts(0, False, True, 1, "n1", 2), _counts(0, True, True, 1, "n2", 2),
+              _counts(0, True, True, 1, "n2", 1),  # n2 served 3 in second 1, over both sides
+              _counts(0, False, True, 2, "n1", 3), _counts(0, False, True, 2, "n3", 3),  # tie: n3
+              _counts(0, True, False, None, None, 50)]
+    found = rto.failovers(counts)[0]
+    assert found["failovers"] == 2
+    assert [(m["node"], m["from_s"]) for m in found["masters"]] == [("n1", 0.0), ("n2", 1.0), ("n3", 2.0)]
+
+
 def test_rto_without_any_write_is_unknown():
     entry = rto.window_report(WINDOW, None, None, 30 * S, None)
     assert rto.rto_section(facts(), [entry], {})["valid"] == "unknown"
@@ -299,3 +323,17 @@ def test_unknown_workload_has_no_linearizability_verdict():
     section = linearizable.check(Ctx())[0]["linearizable"]
     assert section["valid"] == "unknown"
     assert section["reason"] == "no linearizability model for workload 'bank'"
+
+
+# -- reconstruction ----------------------------------------------------------------------
+
+def test_index_plan_deals_seconds_in_order_and_counts_each_run_from_zero():
+    from checkers.reconstruct import index_plan
+
+    buckets = [(0, 0, 2), (0, 1, 2), (0, 2, 4), (1, 0, 4), (1, 5, 4)]  # (run, second, operations)
+    plan = index_plan(buckets, 4)
+    assert [part for _, _, part, _ in plan] == [0, 0, 1, 2, 3]   # about 4 operations per part
+    # base: the run's operations before the first of its seconds in the part
+    assert [base for *_, base in plan] == [0, 0, 4, 0, 4]
+    assert [p for _, _, p, _ in index_plan(buckets, 1)] == [0] * 5
+    assert index_plan([], 3) == []
