@@ -64,7 +64,7 @@ def build(archive: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="chaos-classes-") as scratch:
         run_dir = Path(scratch) / "run"
         _sample_run(run_dir)
-        options = f"{session.QUICK_START_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={partial}"
+        options = f"{session.QUICK_START_JAVA_OPTIONS} {session.java_path_option('-XX:ArchiveClassesAtExit', partial)}"
         for tiny_limit in (pipeline.TINY_INPUT_BYTES, -1):  # -1: no input is tiny
             with _tiny_input_bytes(tiny_limit):
                 pipeline.check_runs([run_dir], "local[2]", {"spark.driver.extraJavaOptions": options},

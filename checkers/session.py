@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -78,12 +79,21 @@ def class_archive() -> Path:
     return Path(sys.prefix) / "share" / "chaos" / f"spark-{pyspark.__version__}.jsa"
 
 
-def _java_options(quick: bool) -> str:
-    """The driver JVM's options we choose for a local session."""
+def java_path_option(option: str, path: Path) -> str:
+    """`option=path` as one word of spark.driver.extraJavaOptions: Spark's launcher splits
+    that setting at white space and takes quotes and backslashes as shell-like escapes."""
+    return f"{option}=" + re.sub(r"""([\\'"\s])""", r"\\\1", str(path))
+
+
+def _java_options(quick: bool, log_file: Path | None) -> str:
+    """The driver JVM's options we choose for a local session. A crash report of the JVM
+    (hs_err_pid*.log) goes next to Spark's log, not into the working directory."""
     options = [QUICK_START_JAVA_OPTIONS] if quick else []
     archive = class_archive()
     if archive.is_file():
-        options.append(f"-XX:SharedArchiveFile={archive}")
+        options.append(java_path_option("-XX:SharedArchiveFile", archive))
+    if log_file is not None:
+        options.append(java_path_option("-XX:ErrorFile", Path(log_file).resolve().parent / "hs_err_pid%p.log"))
     return " ".join(options)
 
 
@@ -209,7 +219,7 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
     settings = session_conf(master, conf)
     ours = shipping.is_local(master) and _JAVA_OPTIONS not in settings
     quick = quick and ours
-    options = _java_options(quick) if ours else ""
+    options = _java_options(quick, log_file) if ours else ""
     if options:
         settings[_JAVA_OPTIONS] = options
     if settings.get("spark.pyspark.python"):

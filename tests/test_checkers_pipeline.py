@@ -1070,6 +1070,50 @@ def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
         assert jvm["archive"] == str(archive) and jvm["sharing"]
 
 
+_SPACED_PROBE = """
+import json, sys
+from pathlib import Path
+from checkers import session
+
+archive, log = Path(sys.argv[1]), Path(sys.argv[2])
+session.class_archive = lambda: archive
+spark = session.get_spark("local[1]", {}, log, quick=True)
+java = spark._jvm.java.lang
+hotspot = java.management.ManagementFactory.getPlatformMXBean(
+    java.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+print(json.dumps({"archive": hotspot.getVMOption("SharedArchiveFile").getValue(),
+                  "sharing": hotspot.getVMOption("UseSharedSpaces").getValue() == "true",
+                  "error_file": hotspot.getVMOption("ErrorFile").getValue(),
+                  "works": spark.range(3).count() == 3}))
+"""
+
+
+def test_paths_with_spaces_and_quotes_reach_the_driver_jvm_as_one_option(tmp_path):
+    """The class archive and the JVM's crash report file are paths inside
+    spark.driver.extraJavaOptions, which Spark's launcher splits at white space."""
+    import shutil
+
+    from checkers.session import class_archive
+
+    archive = class_archive()
+    if not archive.is_file():
+        message = f"{archive} missing: scripts/setup.sh builds it (python -m checkers.classes)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    odd = tmp_path / "a venv's \"share\" dir"
+    odd.mkdir()
+    shutil.copy(archive, odd / archive.name)
+    log = tmp_path / "my store" / "spark.log"
+    proc = subprocess.run([sys.executable, "-c", _SPACED_PROBE, str(odd / archive.name), str(log)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found == {"archive": str(odd / archive.name), "sharing": True,
+                     "error_file": str(log.parent / "hs_err_pid%p.log"), "works": True}
+
+
 def test_the_class_archive_is_built_from_an_interpreted_and_a_compiled_check(tmp_path, monkeypatch):
     """A tiny check loads no code-generation classes: the build checks its sample both
     ways so that larger checks find theirs in the archive too (unit level: no JVM)."""
