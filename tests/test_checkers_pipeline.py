@@ -1053,9 +1053,8 @@ def test_setting_the_driver_java_options_opts_out_of_the_quick_jvm(tmp_path):
     assert found["large_jvm"]["pid"] == found["small_jvm"]["pid"]   # not relaunched
 
 
-def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
-    """scripts/setup.sh builds it (python -m checkers.classes); both the quick and the
-    fully compiling JVM use it."""
+def _built_class_archive() -> Path:
+    """The driver's class archive; in CI its absence fails the test (setup builds it)."""
     from checkers.session import class_archive
 
     archive = class_archive()
@@ -1064,6 +1063,13 @@ def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
+    return archive
+
+
+def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
+    """scripts/setup.sh builds it (python -m checkers.classes); both the quick and the
+    fully compiling JVM use it."""
+    archive = _built_class_archive()
     queue_all(tmp_path)
     found = _probe_sessions(tmp_path / "runs" / "queue-all", {})
     for jvm in (found["small_jvm"], found["large_jvm"]):
@@ -1093,14 +1099,7 @@ def test_paths_with_spaces_and_quotes_reach_the_driver_jvm_as_one_option(tmp_pat
     spark.driver.extraJavaOptions, which Spark's launcher splits at white space."""
     import shutil
 
-    from checkers.session import class_archive
-
-    archive = class_archive()
-    if not archive.is_file():
-        message = f"{archive} missing: scripts/setup.sh builds it (python -m checkers.classes)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    archive = _built_class_archive()
     odd = tmp_path / "a venv's \"share\" dir"
     odd.mkdir()
     shutil.copy(archive, odd / archive.name)
