@@ -73,6 +73,9 @@ def build(archive: Path) -> Path:
     if not partial.is_file():
         raise RuntimeError(f"the JVM wrote no class archive at {partial}")
     partial.replace(archive)
+    for stale in archive.parent.glob("spark-*.jsa"):  # another pyspark's or JDK's: never mapped again
+        if stale != archive:
+            stale.unlink(missing_ok=True)
     return archive
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -73,10 +74,28 @@ def class_archive() -> Path:
     """Where the set-up script keeps the class-data-sharing archive of Spark's classes
     (checkers/classes.py): with it the driver JVM maps the classes a check loads
     instead of loading and verifying them one by one (session start 2.8 s instead of
-    4.3 s). One per pyspark version; a JVM that does not match it ignores it."""
+    4.3 s). One per pyspark version and JDK: a JVM ignores an archive another JDK
+    wrote, so after a JDK upgrade the set-up script builds a new one."""
     import pyspark
 
-    return Path(sys.prefix) / "share" / "chaos" / f"spark-{pyspark.__version__}.jsa"
+    return Path(sys.prefix) / "share" / "chaos" / f"spark-{pyspark.__version__}-java-{java_version()}.jsa"
+
+
+def java_version() -> str:
+    """The version of the JDK Spark's launcher runs ($JAVA_HOME, else `java` on PATH),
+    from the JDK's `release` file (no JVM started); "unknown" without one."""
+    home = os.environ.get("JAVA_HOME")
+    if not home:
+        java = shutil.which("java")
+        if java is None:
+            return "unknown"
+        home = str(Path(os.path.realpath(java)).parent.parent)
+    try:
+        release = (Path(home) / "release").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "unknown"
+    found = re.search(r'^JAVA_VERSION="?([^"\n]*)"?\s*$', release, re.MULTILINE)
+    return re.sub(r"[^\w.+-]", "_", found.group(1)) if found and found.group(1) else "unknown"
 
 
 def java_path_option(option: str, path: Path) -> str:

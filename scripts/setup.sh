@@ -72,7 +72,7 @@ bash "$root/scripts/build-engine.sh"
 
 # --- the driver JVM's class archive (checkers/classes.py) ----------------------
 # Spark's classes, mapped by every later driver JVM instead of loaded one by one
-# (a session starts in ~2 s instead of ~4.5 s). One per pyspark version; a
+# (a session starts in ~2 s instead of ~4.5 s). One per pyspark version and JDK; a
 # failure only costs that time, so it does not stop the set-up.
 archive=$("$venv/bin/python" -c 'from checkers.session import class_archive; print(class_archive())')
 if [ ! -f "$archive" ]; then

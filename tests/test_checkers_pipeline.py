@@ -1128,6 +1128,9 @@ def test_the_class_archive_is_built_from_an_interpreted_and_a_compiled_check(tmp
 
     monkeypatch.setattr(pipeline, "check_runs", fake_check)
     monkeypatch.setattr(session, "stop", lambda: None)
-    built = classes.build(tmp_path / "chaos.jsa")
+    (tmp_path / "spark-4.0.0-java-11.0.1.jsa").write_bytes(b"old")   # another pyspark's and JDK's
+    (tmp_path / "notes.txt").write_text("kept")
+    built = classes.build(tmp_path / "spark-4.3.0-java-17.0.15.jsa")
     assert built.read_bytes() == b"archive"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "spark-4.3.0-java-17.0.15.jsa"]
     assert limits == [pipeline.TINY_INPUT_BYTES, -1]  # and the limit is restored afterwards

@@ -337,3 +337,39 @@ def test_index_plan_deals_seconds_in_order_and_counts_each_run_from_zero():
     assert [base for *_, base in plan] == [0, 0, 4, 0, 4]
     assert [p for _, _, p, _ in index_plan(buckets, 1)] == [0] * 5
     assert index_plan([], 3) == []
+
+
+# -- the driver JVM's class archive ---------------------------------------------------------
+
+def test_the_class_archive_is_named_after_the_jdk_that_runs_spark(tmp_path, monkeypatch):
+    """A JVM ignores an archive another JDK wrote: after a JDK upgrade the archive's
+    name changes, so the set-up script builds one for the new JDK."""
+    from checkers import session
+
+    jdk = tmp_path / "jdk"
+    jdk.mkdir()
+    monkeypatch.setenv("JAVA_HOME", str(jdk))
+    assert session.java_version() == "unknown"          # no release file
+    (jdk / "release").write_text('IMPLEMENTOR="x"\nJAVA_VERSION="17.0.15"\nJAVA_VERSION_DATE="2025-04-15"\n')
+    assert session.java_version() == "17.0.15"
+    old = session.class_archive()
+    (jdk / "release").write_text('JAVA_VERSION="21.0.2 beta/x"\n')
+    assert session.java_version() == "21.0.2_beta_x"    # safe in a file name
+    assert session.class_archive() != old and session.class_archive().parent == old.parent
+    assert old.name.endswith("-java-17.0.15.jsa")
+
+
+def test_without_java_home_the_jdk_is_the_one_on_path(tmp_path, monkeypatch):
+    from checkers import session
+
+    jdk = tmp_path / "jdk"
+    (jdk / "bin").mkdir(parents=True)
+    java = jdk / "bin" / "java"
+    java.write_text("#!/bin/sh\n")
+    java.chmod(0o755)
+    (jdk / "release").write_text('JAVA_VERSION="11.0.1"\n')
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(jdk / "bin"))
+    assert session.java_version() == "11.0.1"
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert session.java_version() == "unknown"
