@@ -33,9 +33,14 @@ def container_namespaces() -> set[str]:
     return set(os.listdir(DOCKER_NETNS)) if DOCKER_NETNS.is_dir() else set()
 
 
-def namespaces_left_over(before: set[str], timeout_s: float = 20.0) -> set[str]:
-    """Container namespaces not there before; dockerd unmounts a removed container's
-    namespace a moment after the container is gone, so wait for that first."""
+# dockerd (libnetwork) removes the namespace files of deleted sandboxes in a garbage
+# collection that runs every 60 s, so a removed container's file may stay that long.
+DOCKER_NETNS_GC_S = 60.0
+
+
+def namespaces_left_over(before: set[str], timeout_s: float = DOCKER_NETNS_GC_S + 15) -> set[str]:
+    """Container namespaces not there before, once dockerd's next collection of the
+    namespace files of removed containers has had time to run."""
     deadline = time.monotonic() + timeout_s
     while (left := container_namespaces() - before) and time.monotonic() < deadline:
         time.sleep(0.2)
