@@ -180,11 +180,11 @@ def import_history(edn_path: Path, store: "Store", workload: str | None = None) 
     from the operation names unless given), so the checkers treat it like
     any recorded run.
     """
-    from harness.store import new_campaign_id, slug, write_json
+    from harness.store import slug, write_json
     from workloads.history import EventLog
     events = load_history(Path(edn_path))
     workload = workload or guess_workload(events)
-    campaign = new_campaign_id()
+    campaign = store.new_campaign()
     run = store.new_run(campaign, f"import-{slug(Path(edn_path).stem)}")
     with EventLog(run.history_dir / "imported.jsonl") as client_log, \
             EventLog(run.nemesis_file) as nemesis_log:

@@ -37,7 +37,7 @@ import workloads
 from harness.signals import deferred_stop, run_stoppable, stop_reason
 from harness.stale import release_lease, take_lease
 from harness.spec import RunSpec
-from harness.store import RunDir, Store, new_campaign_id, slug, write_json, write_text
+from harness.store import RunDir, Store, slug, write_json, write_text
 from inventory import Inventory, InventoryError, Pool, docker, load, netns
 from sut.deploy import DeployError, Deployer
 from sut.profiles import get as get_profile
@@ -296,7 +296,7 @@ class RunLifecycle:
         self.console = console
         self.show_progress = show_progress
         self.store = Store(spec.store)
-        self.campaign_id = campaign_id or new_campaign_id()
+        self.campaign_id = campaign_id or self.store.new_campaign()
         self.run = self.store.new_run(self.campaign_id, run_id or default_run_id(spec))
         self.record = RunRecord(spec, self.run, self.campaign_id)
         self.status = LiveStatus(spec)

@@ -145,6 +145,22 @@ class Store:
     def campaign_dir(self, campaign_id: str) -> Path:
         return self.root / campaign_id
 
+    def new_campaign(self, suffix: str = "") -> str:
+        """Claim a fresh campaign directory and return its id.
+
+        Ids carry the start second and a short random tag; two campaigns started
+        in the same second can draw the same tag, so the directory is created
+        exclusively and a taken id is drawn again, never shared.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        while True:
+            campaign_id = f"{new_campaign_id()}{suffix}"
+            try:
+                self.campaign_dir(campaign_id).mkdir()
+                return campaign_id
+            except FileExistsError:
+                continue
+
     def new_run(self, campaign_id: str, run_id: str) -> RunDir:
         """Create runs/<run-id> in the campaign (suffix -2, -3... if taken) and point latest at it."""
         runs = self.campaign_dir(campaign_id) / "runs"

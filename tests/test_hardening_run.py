@@ -19,7 +19,7 @@ from checkers.runspec import load_spec
 from harness.cli import EXIT_ERROR, cli
 from harness.signals import Stopped, stop_reason, stop_signals
 from harness.spec import build_spec
-from harness.store import Store, new_campaign_id, write_json
+from harness.store import Store, write_json
 
 
 def inventory_file(tmp_path: Path, body: str = "nodes:\n  - {name: n1, host: 127.0.0.1, port: 1}\n") -> Path:
@@ -146,7 +146,7 @@ def test_latest_only_moves_forward_when_an_older_campaign_writes_later(tmp_path)
 def _new_runs(root: str, count: int) -> None:
     store = Store(root)
     for _ in range(count):
-        store.new_run(new_campaign_id(), "r")
+        store.new_run(store.new_campaign(), "r")
 
 
 def test_runs_racing_on_one_store_leave_latest_on_the_newest_campaign_and_no_temp_files(tmp_path):

@@ -28,12 +28,21 @@ def test_a_taken_run_id_gets_a_numbered_suffix(tmp_path):
     assert [r.run_id for r in store.runs("c")] == ["r", "r-2"]
 
 
-def test_campaign_ids_sort_by_time_and_differ():
+def test_campaign_ids_sort_by_time():
     import datetime as dt
     early = new_campaign_id(dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc))
     late = new_campaign_id(dt.datetime(2024, 1, 2, 3, 4, 6, tzinfo=dt.timezone.utc))
     assert early.startswith("20240102T030405Z-") and early < late
-    assert new_campaign_id() != new_campaign_id()
+
+
+def test_a_campaign_id_drawn_twice_in_one_second_is_drawn_again_not_shared(tmp_path, monkeypatch):
+    import harness.store as store_module
+    tags = iter(["beef", "beef", "cafe"])
+    monkeypatch.setattr(store_module, "new_campaign_id", lambda: "20240102T030405Z-" + next(tags))
+    store = Store(tmp_path)
+    first, second = store.new_campaign("-nightly"), store.new_campaign("-nightly")
+    assert (first, second) == ("20240102T030405Z-beef-nightly", "20240102T030405Z-cafe-nightly")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first, second]
 
 
 def test_secrets_are_redacted_everywhere_in_run_json(tmp_path):

@@ -28,7 +28,7 @@ from harness.campaign.model import Campaign, CampaignError
 from harness.campaign.plan import Plan, PlannedRun, estimated_seconds, run_spec
 from harness.run import RunLifecycle, deferred_sigint
 from harness.signals import stop_reason, stop_signals
-from harness.store import Store, new_campaign_id, read_json, write_json
+from harness.store import Store, read_json, write_json
 from inventory import Inventory, InventoryError, Pool, docker, load, netns
 from nuclei import net
 from nuclei.remote import NucleusError
@@ -108,8 +108,7 @@ class CampaignRunner:
                 raise CampaignError(f"--resume: {found.name} was planned from a different file or --only "
                                     f"(plan digest {self.state.get('digest')} != {self.plan.digest()})")
             return found
-        path = self.path = self.store.campaign_dir(f"{new_campaign_id()}-{self.campaign.name}")
-        path.mkdir(parents=True)
+        path = self.path = self.store.campaign_dir(self.store.new_campaign(f"-{self.campaign.name}"))
         self.state = {
             "kind": "campaign", "campaign_id": path.name, "name": self.campaign.name,
             "file": str(source), "seed": self.campaign.seed, "digest": self.plan.digest(),
