@@ -152,11 +152,10 @@ class Store:
         in the same second can draw the same tag, so the directory is created
         exclusively and a taken id is drawn again, never shared.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
         while True:
             campaign_id = f"{new_campaign_id()}{suffix}"
             try:
-                self.campaign_dir(campaign_id).mkdir()
+                self.campaign_dir(campaign_id).mkdir(parents=True)
                 return campaign_id
             except FileExistsError:
                 continue
