@@ -16,19 +16,16 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
+from . import jvmfunctions
 from .frames import local_frame
 from .ops import EVENT_TYPES, NEMESIS_PROCESS
-from .schema import RAW_EVENT
 
 HISTORY = "history"
 NEMESIS = "nemesis"
 TEXT_PREVIEW = 200
 _PARTITION_BITS = 33  # monotonically_increasing_id keeps the row number in the low 33 bits
-_CORRUPT = "_corrupt"  # from_json puts the text of lines it cannot fully read here
-_WITH_CORRUPT = T.StructType([*RAW_EVENT.fields, T.StructField(_CORRUPT, T.StringType())])
-_FROM_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+
 
 @dataclass(frozen=True)
 class RawFile:
@@ -108,11 +105,11 @@ def read_lines(spark: SparkSession, files: list[RawFile]) -> DataFrame | None:
 def _problem(text: Column, kind: Column, ev: Column) -> Column:
     """Why a line is not a valid event, or null when it is one."""
     is_nemesis = ev["process"] == NEMESIS_PROCESS
-    phase = F.try_variant_get(ev["value"], "$.phase", "string")
-    unreadable = ev[_CORRUPT].isNotNull()
+    phase = F.get_json_object(ev["value"], "$.phase")
+    unreadable = ev["unreadable"]
     return (
         F.when(F.trim(text) == "", "empty line")
-        # the JSON parser runs a second time only on the rare lines from_json rejected
+        # a second JSON parser runs only on the rare lines the decoder could not read
         .when(unreadable & F.try_parse_json(text).isNull(),
               "not valid JSON (truncated or garbled line?)")
         .when(~F.ltrim(text).startswith("{"), "not a JSON object")
@@ -138,12 +135,11 @@ def parse(lines: DataFrame) -> DataFrame:
     """Decode and validate every line; `problem` is null for valid events.
 
     Columns: run, kind, seq, problem, process (text), type, f, key, value
-    (JSON text, null when absent or null), time, node, error.
+    (JSON text as in the line, null when absent or null), time, node, error.
     """
+    jvmfunctions.register(lines.sparkSession)
     decoded = lines.select("run", "kind", "seq", "text",
-                           F.from_json("text", _WITH_CORRUPT, _FROM_JSON_OPTIONS).alias("ev"))
-    value = F.expr("CASE WHEN ev.value IS NULL OR is_variant_null(ev.value) THEN NULL "
-                   "ELSE to_json(ev.value) END")
+                           jvmfunctions.decode_event(F.col("text")).alias("ev"))
     return decoded.select(
         "run", "kind", "seq",
         _problem(F.col("text"), F.col("kind"), F.col("ev")).alias("problem"),
@@ -151,7 +147,7 @@ def parse(lines: DataFrame) -> DataFrame:
         F.col("ev.type").alias("type"),
         F.col("ev.f").alias("f"),
         F.col("ev.key").alias("key"),
-        value.alias("value"),
+        F.col("ev.value").alias("value"),
         F.col("ev.time").alias("time"),
         F.col("ev.node").alias("node"),
         F.col("ev.error").alias("error"),

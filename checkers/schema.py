@@ -3,20 +3,6 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
-# A raw event of DESIGN.md 4.2 as from_json reads it. `value` is a variant so
-# that it survives as exact JSON; `process` is read as text because it is an
-# integer or "nemesis"; `key`, `node` and `error` become text whatever they are.
-RAW_EVENT = T.StructType([
-    T.StructField("process", T.StringType()),
-    T.StructField("type", T.StringType()),
-    T.StructField("f", T.StringType()),
-    T.StructField("key", T.StringType()),
-    T.StructField("value", T.VariantType()),
-    T.StructField("time", T.LongType()),
-    T.StructField("node", T.StringType()),
-    T.StructField("error", T.StringType()),
-])
-
 # checked/history.parquet: one row per operation (invoke + its completion).
 HISTORY = T.StructType([
     T.StructField("index", T.LongType(), False),

@@ -4,8 +4,9 @@ A cluster's workers have Python, Java and the project's declared
 dependencies (pyspark, JPype, pyarrow, edn_format) but not this project: the
 driver ships it the way Spark ships code. The `checkers` package goes as a
 zip through `SparkContext.addPyFile` (what `spark.submit.pyFiles` does for
-spark-submit), the engine jar through `spark.jars`, which every executor
-fetches into its work directory. Inside an executor the Python worker finds
+spark-submit), the engine jar (which also holds the event decoder of
+checkers/parse.py) through `spark.jars`, which every executor fetches into its
+work directory. Inside an executor the Python worker finds
 that jar with `SparkFiles.get` and hands it to JPype; no path of the driver's
 is used there. A local master needs none of this: its workers are the
 driver's own machine and interpreter.
@@ -51,7 +52,7 @@ def engine_jar() -> Path | None:
     """The engine jar to ship (built when its sources changed), or None without javac/JDK.
 
     Without it the linearizability checker reports `unknown` with the reason,
-    as it does locally; the other checkers do not need the JVM engine.
+    and reading the history's lines (checkers.jvmfunctions.register) fails.
     """
     from .knossos import jvm
 

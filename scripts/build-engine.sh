@@ -13,9 +13,12 @@ want=$(cat "${sources[@]}" | sha256sum | cut -d' ' -f1)
 if [ -f "$jar" ] && [ "$(cat "$out/.engine-hash" 2>/dev/null)" = "$want" ]; then
   exit 0
 fi
-echo "[setup] compiling the linearizability engine"
+# chaos.events.EventDecoder is a Spark SQL function: it compiles against pyspark's jars
+python=$root/.venv/bin/python
+jars=$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+echo "[setup] compiling the linearizability engine and the event decoder"
 rm -rf "$out/classes"
 mkdir -p "$out/classes"
-javac -nowarn --release 17 -encoding UTF-8 -d "$out/classes" "${sources[@]}"
+javac -nowarn --release 17 -encoding UTF-8 -cp "$jars/*" -d "$out/classes" "${sources[@]}"
 jar cf "$jar" -C "$out/classes" .
 echo "$want" > "$out/.engine-hash"

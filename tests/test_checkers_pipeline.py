@@ -710,6 +710,88 @@ def test_line_numbers_stay_right_when_spark_splits_a_file(spark, tmp_path):
     assert found == [("history/w1.jsonl", 7), ("history/w1.jsonl", 33)]
 
 
+# (line, problem, process, key, value, time): what parse() makes of one line
+DECODED = [
+    ('{"process": 3, "type": "ok", "f": "send", "key": 7, "value": {"b": 1, "a": [1, 2.50, "x\\u00e9"]}, '
+     '"time": 5, "node": "n1"}', None, "3", "7", '{"b": 1, "a": [1, 2.50, "x\\u00e9"]}', 5),
+    ('{"process":1,"type":"ok","f":"read","value":"abc","time":1}', None, "1", None, '"abc"', 1),
+    ('{"process":1,"type":"ok","f":"read","value":12.0,"time":1}', None, "1", None, "12.0", 1),
+    ('{"process":1,"type":"ok","f":"read","value":null,"key":{"k": [1]},"time":1}',
+     None, "1", '{"k": [1]}', None, 1),
+    ("{'process':1,'type':'invoke','f':'read','time':2}", None, "1", None, None, 2),
+    ("[1,2]", "not a JSON object", None, None, None, None),
+    ('{"process":1,"type":"invoke","f":"read","time":1} tail',
+     "trailing characters after the JSON object", "1", None, None, 1),
+    ('{"process":1,"type":"invoke","f":"read","value":{"a":1},"time":1',
+     "not valid JSON (truncated or garbled line?)", None, None, None, None),
+    ('{"process":{"x":1},"type":"invoke","f":"read","time":1}',
+     '`process` must be an integer or "nemesis"', '{"x":1}', None, None, 1),
+    *[('{"process":1,"type":"invoke","f":"read","time":%s}' % time,
+       "`time` must be a non-negative integer (ns since run start)", "1", None, None, None)
+      for time in ("1.5", '"5"', "99999999999999999999", "[1]")],
+]
+
+
+def test_each_line_is_decoded_once_and_its_value_keeps_the_exact_text(spark, tmp_path):
+    """The JVM decoder (chaos.events.EventDecoder) reads fields as text, `time` as a
+    64-bit integer, and keeps the value exactly as the line wrote it; what it cannot
+    read gets the same reasons as before."""
+    from checkers.parse import parse, read_lines, run_files
+
+    run = RunBuilder(tmp_path, "decoded")
+    for line, *_ in DECODED:
+        run.line("w1", line)
+    rows = parse(read_lines(spark, run_files(0, run.dir))).orderBy("seq").collect()
+    found = [(r["problem"], r["process"], r["key"], r["value"], r["time"]) for r in rows]
+    assert found == [tuple(expected) for _, *expected in DECODED]
+
+
+VALUES = ['[{"id":"m1","key":0,"queue":0,"offset":5}]', '[{"id":1,"offset":"5"}]', '[{"id":"m1"}, null]',
+          '{"id":"m1","offset":2}', '"abc"', "5", "[1,2]", '[{"id":"m1"}, 3]', "[]", '[{"id":{"a":1}}]',
+          '[{"id":"m1","offset":1.5}]', "garbage", '[{"id":"m1"', None, "null", "[{'id':'m1'}]",
+          '[{"id":"m1","offset":99999999999999999999}]', '{"id":7,"key":[1,2],"queue":"q","x":{"y":1}}']
+
+
+def test_queue_reads_values_as_spark_json_functions_would(spark):
+    """chaos_poll_items answers what from_json of the items' schema answers (an object is
+    a list of one, a bad offset is null, anything but a list of objects is unreadable), and
+    chaos_json_fields what json_tuple answers; both read each value's bytes once."""
+    from pyspark.sql import functions as F
+
+    from checkers import jvmfunctions
+
+    jvmfunctions.register(spark)
+    names = ("id", "key", "queue", "offset", "x")
+    values = spark.createDataFrame([(i, v) for i, v in enumerate(VALUES)], "i int, value string")
+    spark_fields = values.select("i", F.json_tuple("value", *names).alias(*names)).select(
+        "i", F.array(*names).alias("spark_fields"))
+    rows = values.join(spark_fields, "i").select(
+        "value", "spark_fields",
+        F.from_json("value", jvmfunctions.POLL_ITEMS_TYPE).alias("spark_items"),
+        jvmfunctions.poll_items(F.col("value")).alias("items"),
+        jvmfunctions.json_fields(F.col("value"), *names).alias("fields")).orderBy("i").collect()
+    for row in rows:
+        assert row["items"] == row["spark_items"], row["value"]
+        assert row["fields"] == row["spark_fields"], row["value"]
+    assert rows[-1]["fields"] == ["7", "[1,2]", "q", None, '{"y":1}']
+
+
+def test_without_the_engine_jar_the_checks_say_how_to_build_it(spark, tmp_path, monkeypatch):
+    """The JVM functions live in the engine jar; without it (no javac) a check ends in an
+    error naming the set-up script, and every run still gets its results.json."""
+    from checkers import jvmfunctions, shipping
+
+    monkeypatch.setattr(jvmfunctions, "_registered", set())
+    monkeypatch.setattr(shipping, "engine_jar", lambda: None)
+    with pytest.raises(jvmfunctions.FunctionsUnavailable, match="scripts/setup.sh"):
+        jvmfunctions.register(spark)
+    run = RunBuilder(tmp_path, "no-jar", {"workload": "register"})
+    run.op(1, "write", 0, 10, key="r1", value=1)
+    [found] = check_runs([run.dir])
+    assert found["valid"] == "unknown" and "scripts/setup.sh" in found["error"]
+    assert json.loads((run.dir / "results.json").read_text())["error"] == found["error"]
+
+
 def test_lines_whose_file_uri_matches_no_run_stop_the_check_instead_of_vanishing(spark, tmp_path,
                                                                                monkeypatch):
     """Which run a line belongs to is looked up by its file's URI; if Spark ever wrote that
