@@ -23,8 +23,6 @@ import org.apache.spark.sql.api.java.UDF1;
  * name the problem.
  */
 public final class EventDecoder implements UDF1<byte[], Row> {
-    public static final String SCHEMA = "struct<process:string,type:string,f:string,key:string,"
-            + "value:string,time:bigint,node:string,error:string,unreadable:boolean>";
     static final JsonFactory FACTORY = JsonFactory.builder()
             .enable(JsonReadFeature.ALLOW_SINGLE_QUOTES)
             .enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS)
