@@ -17,6 +17,8 @@ from __future__ import annotations
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
+from . import shipping
+
 DECODE_EVENT = "chaos_decode_event"
 JSON_FIELDS = "chaos_json_fields"
 POLL_ITEMS = "chaos_poll_items"
@@ -44,9 +46,7 @@ def register(spark: SparkSession) -> None:
     app = spark.sparkContext.applicationId
     if app in _registered:
         return
-    from .shipping import engine_jar
-
-    jar = engine_jar()
+    jar = shipping.engine_jar()
     if jar is None:
         raise FunctionsUnavailable(
             "the checkers' JVM functions are not built (javac missing?): run scripts/setup.sh")

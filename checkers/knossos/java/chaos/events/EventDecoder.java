@@ -50,8 +50,7 @@ public final class EventDecoder implements UDF1<byte[], Row> {
                 } else if (token == JsonToken.VALUE_NULL) {
                     fields[slot] = null;
                 } else if (slot == TIME) {
-                    Long time = token == JsonToken.VALUE_NUMBER_INT && p.getNumberType() != JsonParser.NumberType.BIG_INTEGER
-                            ? p.getLongValue() : null;
+                    Long time = longValue(p);
                     readable &= time != null;
                     fields[TIME] = time;
                 } else if (slot == VALUE || !token.isScalarValue()) {
@@ -65,6 +64,12 @@ public final class EventDecoder implements UDF1<byte[], Row> {
             java.util.Arrays.fill(fields, null);
             return false;
         }
+    }
+
+    /** The current value as a 64-bit integer, or null if it is anything else. */
+    static Long longValue(JsonParser p) throws java.io.IOException {
+        return p.currentToken() == JsonToken.VALUE_NUMBER_INT
+                && p.getNumberType() != JsonParser.NumberType.BIG_INTEGER ? p.getLongValue() : null;
     }
 
     /** The exact text of the current value (object, array or scalar) in `line`. */

@@ -52,8 +52,7 @@ public final class PollItems implements UDF1<byte[], List<Row>> {
             JsonToken token = p.nextToken();
             if (token == JsonToken.VALUE_NULL) continue;
             if (name.equals("offset")) {
-                offset = token == JsonToken.VALUE_NUMBER_INT && p.getNumberType() != JsonParser.NumberType.BIG_INTEGER
-                        ? p.getLongValue() : null;
+                offset = EventDecoder.longValue(p);
                 p.skipChildren();
                 continue;
             }
