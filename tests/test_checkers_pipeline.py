@@ -794,17 +794,31 @@ def test_without_the_engine_jar_the_checks_say_how_to_build_it(spark, tmp_path, 
 
 def test_lines_whose_file_uri_matches_no_run_stop_the_check_instead_of_vanishing(spark, tmp_path,
                                                                                monkeypatch):
-    """Which run a line belongs to is looked up by its file's URI; if Spark ever wrote that
-    URI in a form the lookup does not know, the check must fail, not lose the lines."""
+    """Which run a line of a check of several runs belongs to is looked up by its file's URI;
+    if Spark ever wrote that URI in a form the lookup does not know, the check must fail,
+    not lose the lines."""
     import checkers.parse
 
-    run = RunBuilder(tmp_path, "unmatched", {"workload": "register"})
+    runs = [RunBuilder(tmp_path, name, {"workload": "register"}) for name in ("unmatched", "other")]
+    for run in runs:
+        run.op(1, "write", 0, 10, key="r1", value=1)
+    monkeypatch.setattr(checkers.parse, "_uri_keys", lambda uri: (uri + "#elsewhere",))
+    outcomes = check_runs([run.dir for run in runs])
+    assert [o["valid"] for o in outcomes] == ["unknown", "unknown"]
+    assert all("no run for the lines of" in o["error"] for o in outcomes)
+    assert "/history/w1.jsonl" in outcomes[0]["error"]
+
+
+def test_the_lines_of_a_single_run_need_no_lookup_of_their_file(spark, tmp_path, monkeypatch):
+    """One run's lines all belong to it: no URI is looked up (Spark's listing is still
+    checked against the files given)."""
+    import checkers.parse
+
+    run = RunBuilder(tmp_path, "alone", {"workload": "register"})
     run.op(1, "write", 0, 10, key="r1", value=1)
     monkeypatch.setattr(checkers.parse, "_uri_keys", lambda uri: (uri + "#elsewhere",))
     [outcome] = check_runs([run.dir])
-    assert outcome["valid"] == "unknown"
-    assert "no run for the lines of" in outcome["error"]
-    assert "unmatched/history/w1.jsonl" in outcome["error"]
+    assert outcome["valid"] is True and outcome["checkers"]["stats"]["operations"] == 1
 
 
 def test_a_small_check_leaves_no_blocks_in_spark_memory(spark, tmp_path):
@@ -1079,7 +1093,8 @@ def jvm():
     return {"pid": java.ProcessHandle.current().pid(),
             "c1_only": "-XX:TieredStopAtLevel=1" in list(args),
             "archive": hotspot.getVMOption("SharedArchiveFile").getValue(),
-            "sharing": hotspot.getVMOption("UseSharedSpaces").getValue() == "true"}
+            "sharing": hotspot.getVMOption("UseSharedSpaces").getValue() == "true",
+            "parallel_gc": hotspot.getVMOption("UseParallelGC").getValue() == "true"}
 
 run, conf, hand_out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "hand-out"
 found = {"small": pipeline.check_runs([run], "local[2]", conf)[0], "small_jvm": jvm()}
@@ -1132,6 +1147,7 @@ def test_setting_the_driver_java_options_opts_out_of_the_quick_jvm(tmp_path):
     queue_all(tmp_path)
     found = _probe_sessions(tmp_path / "runs" / "queue-all", {"spark.driver.extraJavaOptions": "-Xss4m"})
     assert not found["small_jvm"]["c1_only"] and not found["small_jvm"]["archive"]
+    assert not found["small_jvm"]["parallel_gc"]
     assert found["large_jvm"]["pid"] == found["small_jvm"]["pid"]   # not relaunched
 
 
@@ -1150,12 +1166,13 @@ def _built_class_archive() -> Path:
 
 def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
     """scripts/setup.sh builds it (python -m checkers.classes); both the quick and the
-    fully compiling JVM use it."""
+    fully compiling JVM use it, with the throughput collector."""
     archive = _built_class_archive()
     queue_all(tmp_path)
     found = _probe_sessions(tmp_path / "runs" / "queue-all", {})
     for jvm in (found["small_jvm"], found["large_jvm"]):
         assert jvm["archive"] == str(archive) and jvm["sharing"]
+        assert jvm["parallel_gc"]   # the throughput collector, and the archive still maps
 
 
 _SPACED_PROBE = """
