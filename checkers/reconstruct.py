@@ -31,6 +31,7 @@ from .staging import Staging
 from .windows import FaultEvent, FaultWindow, fault_windows, segments
 
 BUCKET_NS = 1_000_000_000  # indices are counted per second of invoke time, then offset
+_POSITION_MASK = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | position
 MALFORMED_EXAMPLES = 50
 NEVER_COMPLETED = "no completion in the history"
 
@@ -208,20 +209,23 @@ def partition_keys(parts: int) -> list[int]:
 
 
 def index_plan(buckets: list[tuple[int, int, int]], parts: int) -> list[tuple[int, int, int, int]]:
-    """Per (run, second of invoke time) from the census: (run, bucket, part, base).
+    """Per (run, second of invoke time) from the census: (run, bucket, part, offset).
 
     Seconds are dealt out in order to `parts` slices of about equal numbers of
-    operations; `base` counts the run's operations before the first of its
-    seconds in that slice, so that an operation's index is `base` plus its rank
-    among the run's operations of the slice.
+    operations. A slice's rows are sorted by (run, invoke time), so an
+    operation's index is its position in its slice plus `offset`: the run's
+    operations before this second, less the slice's rows before this second.
     """
     total = sum(count for _, _, count in buckets)
-    rows, before, bases, dealt = [], {}, {}, 0
+    rows, before, dealt, in_part, last_part = [], {}, 0, 0, 0
     for run, bucket, count in buckets:
         part = min(parts - 1, dealt * parts // total) if total else 0
+        if part != last_part:
+            in_part, last_part = 0, part
         done = before.get(run, 0)
-        rows.append((run, bucket, part, bases.setdefault((run, part), done)))
+        rows.append((run, bucket, part, done - in_part))
         before[run] = done + count
+        in_part += count
         dealt += count
     return rows
 
@@ -236,6 +240,12 @@ def _tag_faults(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWin
     return joined.withColumn("faults", F.coalesce("ids", F.array().cast("array<int>")))
 
 
+def _position_in_partition() -> Column:
+    """A row's position in its partition, counted in the order the rows come
+    (the low bits of Spark's monotonically increasing id)."""
+    return F.monotonically_increasing_id().bitwiseAND(F.lit(_POSITION_MASK))
+
+
 def index_history(spark: SparkSession, ops: DataFrame, windows: list[list[FaultWindow]],
                   buckets: list[tuple[int, int, int]]) -> DataFrame:
     """Tag faults and number operations by invoke time within each run (`buckets`: census).
@@ -244,19 +254,30 @@ def index_history(spark: SparkSession, ops: DataFrame, windows: list[list[FaultW
     slices of invoke time are cut on the driver (index_plan) and each is sent
     to its own shuffle partition by a key that hashes there: partition i
     holds slice i, the written files are in index order, and no sampling pass
-    over the history is needed, as range partitioning would make.
+    over the history is needed, as range partitioning would make. A slice is
+    sorted by one long, the second's place in the plan and the nanoseconds
+    within it, which the sort's prefix compares without reading the rows; an
+    operation's index is then its position plus its second's offset, with no
+    window (which would copy every row into a buffer of its partition).
     """
     parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
     keys = partition_keys(parts)
-    plan = [(run, bucket, keys[part], base) for run, bucket, part, base in index_plan(buckets, parts)]
-    offsets = F.broadcast(local_frame(spark, plan, "o_run int, o_bucket long, slot int, base long"))
+    plan = [(run, bucket, keys[part], offset, ordinal)
+            for ordinal, (run, bucket, part, offset) in enumerate(index_plan(buckets, parts))]
+    offsets = F.broadcast(local_frame(spark, plan, "o_run int, o_bucket long, slot int, offset long, ordinal long"))
     tagged = (_tag_faults(spark, ops, windows).withColumn("bucket", _bucket())
               .join(offsets, (F.col("run") == F.col("o_run")) & (F.col("bucket") == F.col("o_bucket"))))
-    # (run, slot), not (slot, run): the window's sort then also orders the rows by `run`,
-    # as the write partitioned by run needs, instead of an extra sort after it
-    in_slice = Window.partitionBy("run", "slot").orderBy("invoke_time", "seq")
-    indexed = (tagged.repartition(parts, "slot")
-               .withColumn("index", F.col("base") + F.row_number().over(in_slice) - 1))
+    in_second = F.col("invoke_time") - F.col("bucket") * BUCKET_NS  # < 2**30
+    order_key = F.shiftleft(F.col("ordinal"), 30) + in_second
+    runs = {run for run, *_ in buckets}
+    sliced = tagged.withColumn("order_key", order_key)
+    if len(runs) <= 1:
+        # the staged write is partitioned by run and wants its rows sorted by run: a literal
+        # tells Spark they are; with several runs the sort starts with the run
+        sliced = sliced.withColumn("run", F.lit(min(runs, default=0)))
+    sort_keys = ["order_key", "seq"] if len(runs) <= 1 else ["run", "order_key", "seq"]
+    sliced = sliced.repartition(parts, "slot").sortWithinPartitions(*sort_keys)
+    indexed = sliced.withColumn("index", _position_in_partition() + F.col("offset"))
     return indexed.select("run", *HISTORY_SCHEMA.fieldNames())
 
 

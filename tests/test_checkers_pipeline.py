@@ -979,6 +979,24 @@ def test_every_input_path_gives_the_same_results_as_the_tiny_one(checked, tmp_pa
         assert [r["index"] for r in again] == list(range(len(again))), run_dir.name
 
 
+@pytest.mark.parametrize("name", ["rto-faults", "queue-all"])
+def test_one_run_alone_on_the_large_path_is_numbered_as_among_many(checked, tmp_path, monkeypatch, name):
+    """A check of one run sorts its history without a run column (a literal stands for
+    it); the numbering, the rows and the file order must not change."""
+    import shutil
+
+    from checkers import pipeline
+
+    target = tmp_path / name
+    shutil.copytree(checked[name]["dir"], target, ignore=shutil.ignore_patterns("checked", "results.json"))
+    monkeypatch.setattr(pipeline, "TINY_INPUT_BYTES", -1)
+    monkeypatch.setattr(pipeline, "SMALL_INPUT_BYTES", -1)
+    check_runs([target])
+    again = pq.read_table(target / "checked" / "history.parquet").to_pylist()
+    assert [r["index"] for r in again] == list(range(len(again)))
+    assert again == history_rows(checked, name)
+
+
 def test_partition_keys_land_where_spark_hashes_them(spark):
     """index_history sends slice i to shuffle partition i by a key whose hash is i mod n:
     the hash must be Spark's."""

@@ -333,10 +333,24 @@ def test_index_plan_deals_seconds_in_order_and_counts_each_run_from_zero():
     buckets = [(0, 0, 2), (0, 1, 2), (0, 2, 4), (1, 0, 4), (1, 5, 4)]  # (run, second, operations)
     plan = index_plan(buckets, 4)
     assert [part for _, _, part, _ in plan] == [0, 0, 1, 2, 3]   # about 4 operations per part
-    # base: the run's operations before the first of its seconds in the part
-    assert [base for *_, base in plan] == [0, 0, 4, 0, 4]
+    # offset: the run's operations before the second, less the part's rows before it
+    assert [offset for *_, offset in plan] == [0, 0, 4, 0, 4]
     assert [p for _, _, p, _ in index_plan(buckets, 1)] == [0] * 5
     assert index_plan([], 3) == []
+
+
+def test_index_plan_offsets_number_each_run_from_zero_within_a_shared_part():
+    """A part's rows are sorted by (run, invoke time): an index is the row's position in
+    its part plus its second's offset."""
+    from checkers.reconstruct import index_plan
+
+    buckets = [(0, 0, 3), (1, 0, 2), (1, 1, 2), (2, 7, 1)]
+    plan = index_plan(buckets, 1)
+    positions, indexed = 0, []
+    for (run, _, _, offset), (_, _, count) in zip(plan, buckets):
+        indexed += [(run, positions + i + offset) for i in range(count)]
+        positions += count
+    assert indexed == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (1, 3), (2, 0)]
 
 
 # -- the driver JVM's class archive ---------------------------------------------------------
