@@ -271,12 +271,13 @@ def index_history(spark: SparkSession, ops: DataFrame, windows: list[list[FaultW
     order_key = F.shiftleft(F.col("ordinal"), 30) + in_second
     runs = {run for run, *_ in buckets}
     sliced = tagged.withColumn("order_key", order_key)
+    # the staged write is partitioned by run and wants its rows sorted by run: with one
+    # run a literal tells Spark they are; with several the sort starts with the run
     if len(runs) <= 1:
-        # the staged write is partitioned by run and wants its rows sorted by run: a literal
-        # tells Spark they are; with several runs the sort starts with the run
-        sliced = sliced.withColumn("run", F.lit(min(runs, default=0)))
-    sort_keys = ["order_key", "seq"] if len(runs) <= 1 else ["run", "order_key", "seq"]
-    sliced = sliced.repartition(parts, "slot").sortWithinPartitions(*sort_keys)
+        sliced, by_run = sliced.withColumn("run", F.lit(min(runs, default=0))), []
+    else:
+        by_run = ["run"]
+    sliced = sliced.repartition(parts, "slot").sortWithinPartitions(*by_run, "order_key", "seq")
     indexed = sliced.withColumn("index", _position_in_partition() + F.col("offset"))
     return indexed.select("run", *HISTORY_SCHEMA.fieldNames())
 

@@ -950,20 +950,22 @@ def _comparable(doc: Any) -> Any:
     return doc
 
 
+def _unchecked_copy(run_dir: Path, target: Path) -> Path:
+    """A copy of a run as it was before its check (no checked/, no results.json)."""
+    import shutil
+
+    shutil.copytree(run_dir, target, ignore=shutil.ignore_patterns("checked", "results.json"))
+    return target
+
+
 @pytest.mark.parametrize("path", ["small", "large"])
 def test_every_input_path_gives_the_same_results_as_the_tiny_one(checked, tmp_path, monkeypatch, path):
     """The scenarios are a tiny input (interpreted, cached tables). Above TINY_INPUT_BYTES
     Spark compiles generated code; above SMALL_INPUT_BYTES tables are staged as Parquet
     and Spark plans adaptively. Every results.json and history table must stay the same."""
-    import shutil
-
     from checkers import pipeline
 
-    copies = []
-    for name, entry in checked.items():
-        target = tmp_path / "runs" / name
-        shutil.copytree(entry["dir"], target, ignore=shutil.ignore_patterns("checked", "results.json"))
-        copies.append(target)
+    copies = [_unchecked_copy(entry["dir"], tmp_path / "runs" / name) for name, entry in checked.items()]
     monkeypatch.setattr(pipeline, "TINY_INPUT_BYTES", -1)
     if path == "large":
         monkeypatch.setattr(pipeline, "SMALL_INPUT_BYTES", -1)
@@ -983,12 +985,9 @@ def test_every_input_path_gives_the_same_results_as_the_tiny_one(checked, tmp_pa
 def test_one_run_alone_on_the_large_path_is_numbered_as_among_many(checked, tmp_path, monkeypatch, name):
     """A check of one run sorts its history without a run column (a literal stands for
     it); the numbering, the rows and the file order must not change."""
-    import shutil
-
     from checkers import pipeline
 
-    target = tmp_path / name
-    shutil.copytree(checked[name]["dir"], target, ignore=shutil.ignore_patterns("checked", "results.json"))
+    target = _unchecked_copy(checked[name]["dir"], tmp_path / name)
     monkeypatch.setattr(pipeline, "TINY_INPUT_BYTES", -1)
     monkeypatch.setattr(pipeline, "SMALL_INPUT_BYTES", -1)
     check_runs([target])
