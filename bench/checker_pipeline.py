@@ -12,7 +12,9 @@ check is the real `check_runs`: reconstruction, stats, queue + order, RTO,
 perf (the queue workload has no linearizability model, so that step is a
 no-op). Printed per size: a JSON line (events, wall time per step, events per
 second, and peak resident memory of the whole process tree: driver Python,
-Spark JVM, Python workers, sampled every 0.2 s), then one line `N events/s`.
+Spark JVM, Python workers, sampled every 0.2 s; `cpu_ref_s`, the seconds of a
+fixed pure-Python loop run just before, says how fast the box was), then one
+line `N events/s`.
 `--runs K`: K copies of the run checked in ONE check_runs call after the
 session is up (the fixed cost per check and how it scales with runs per call).
 `--repeat R`: the same check R times in the session; `again_s` lists the
@@ -207,6 +209,20 @@ class Usage(threading.Thread):
             time.sleep(0.2)
 
 
+def cpu_reference_s(loops: int = 10_000_000, tries: int = 3) -> float:
+    """Seconds for a fixed pure-Python loop, the best of `tries`: how fast this box is
+    at the moment of measuring. The same code measured about twice as slow on one day as on
+    the day before (docs/benchmarks.md, fourteenth session), so a number of this
+    script is comparable with another only next to this one."""
+    best = float("inf")
+    for _ in range(tries):
+        started, total = time.perf_counter(), 0
+        for i in range(loops):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return round(best, 3)
+
+
 def copies(run_dir: Path, runs: int) -> list[Path]:
     """`runs` run directories with the same history (hard links: no extra disk)."""
     if runs == 1:
@@ -250,6 +266,7 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], run
     from checkers.pipeline import input_size
     from checkers.session import session_for
 
+    reference = cpu_reference_s()
     usage = Usage()
     usage.start()
     dirs = copies(run_dir, runs)
@@ -269,7 +286,7 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], run
     return {"events": events, "runs": runs, "check_s": round(total, 1), "spark_jobs": jobs,
             "events_per_s": round(events / total), "again_s": again,
             "spark_start_s": round(session_s, 1), "peak_rss_gib": round(usage.peak / 2**30, 2),
-            "cpu_s": round(cpu), "load_avg": os.getloadavg()[0],
+            "cpu_s": round(cpu), "load_avg": os.getloadavg()[0], "cpu_ref_s": reference,
             "steps_s": steps, "valid": result["valid"],
             "lost": queue["lost"], "duplicated": queue["duplicated"],
             "windows": len(result["checkers"]["rto"]["windows"])}
