@@ -66,6 +66,11 @@ LOCAL_CONF: dict[str, str] = {
 # one. Local masters only (on a cluster the executors do the work), and only when
 # spark.driver.extraJavaOptions is not set (--conf it, to anything, to opt out).
 QUICK_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# C2's code overtakes C1's from the third check of a session on, so a session that
+# will run at most this many small checks starts quick too: a campaign whose runs are
+# checked in one or two batches (the smoke campaign's 6 runs: session start and check
+# 24 s instead of 36 s, docs/benchmarks.md, fourteenth session).
+QUICK_SESSION_CHECKS = 2
 # The throughput collector, not G1 (the JVM's default): a check allocates fast and
 # keeps little, and on few cores G1's write barriers and concurrent marking compete
 # with the tasks. The 10 M-event check: 105-112 s instead of 114-126 s, interleaved,

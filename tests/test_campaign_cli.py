@@ -105,3 +105,41 @@ def test_the_live_line_shows_the_run_runs_done_faults_so_far_and_time_left(tmp_p
     runner.finished_here = 1
     runner.started -= 120
     assert "~2 min left" in _Status(runner, runner.plan.runs[1], 2).__rich__()
+
+
+def checked_batches(tmp_path: Path, monkeypatch, batch: int) -> tuple[list[bool], list[int]]:
+    """The Spark sessions a campaign of 4 recorded, unchecked runs starts (their `quick`)
+    and the batches it checks, with Spark and the checkers replaced by recorders."""
+    import checkers.session
+    import harness.run
+
+    quick: list[bool] = []
+    batches: list[int] = []
+    monkeypatch.setattr(checkers.session, "get_spark", lambda *args, **kwargs: quick.append(kwargs["quick"]))
+    monkeypatch.setattr(harness.run, "check", lambda dirs, master=None: batches.append(len(dirs))
+                        or [{"valid": True} for _ in dirs])
+    monkeypatch.setattr(harness.run, "report_renderer", lambda: None)
+    tmp_path.mkdir()
+    path = tmp_path / "c.yaml"
+    path.write_text(FILE.replace("[leader-kill]", "[leader-kill, random-kill]") + f"spark: {{batch: {batch}}}\n")
+    campaign = load_campaign(path)
+    runner = CampaignRunner(campaign, plan(campaign), path, tmp_path / "store", Console(quiet=True))
+    for run in runner.plan.runs:
+        run_dir = runner.path / "runs" / run.run_id
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps({"run_id": run.run_id, "status": "complete"}))
+        runner.state["done"][run.run_id] = {"status": "complete", "valid": None}
+    runner._check_pending()
+    return quick, batches
+
+
+def test_a_campaign_checked_in_one_or_two_batches_starts_a_quick_spark_session(tmp_path, monkeypatch):
+    """As `chaos check` does: its JVM compiles with C1 only (checkers.session.QUICK_SESSION_CHECKS)."""
+    assert checked_batches(tmp_path / "one", monkeypatch, batch=16) == ([True], [4])
+    assert checked_batches(tmp_path / "two", monkeypatch, batch=2) == ([True], [2, 2])
+    assert checked_batches(tmp_path / "uneven", monkeypatch, batch=3) == ([True], [3, 1])
+
+
+def test_a_campaign_checked_in_more_batches_starts_a_fully_compiling_spark_session(tmp_path, monkeypatch):
+    """From the third check of a session on, C2's code is faster than C1's."""
+    assert checked_batches(tmp_path / "four", monkeypatch, batch=1) == ([False], [1, 1, 1, 1])

@@ -13,6 +13,7 @@ so a resumed campaign's pages equal those of an uninterrupted one.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import secrets
 import shlex
@@ -187,12 +188,16 @@ class CampaignRunner:
         view = load_campaign_view(self.path)
         return evaluate(self.campaign.gates, view.runs, self.state["profiles"])
 
-    def _start_spark(self) -> None:
-        """One Spark session for every check of the campaign (the checkers reuse the active one)."""
-        from checkers.session import get_spark
+    def _start_spark(self, batches: int) -> None:
+        """One Spark session for every check of the campaign (the checkers reuse the active
+        one). For at most QUICK_SESSION_CHECKS batches its JVM starts quick, as that of
+        `chaos check` does; a batch too large for that JVM gets a fully compiling one
+        (checkers.session.session_for)."""
+        from checkers.session import QUICK_SESSION_CHECKS, get_spark
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         began = time.monotonic()
-        get_spark(self.campaign.spark.master, self.campaign.spark.conf, log_file=self.path / "spark.log")
+        get_spark(self.campaign.spark.master, self.campaign.spark.conf, log_file=self.path / "spark.log",
+                  quick=batches <= QUICK_SESSION_CHECKS)
         self.state["timings"]["spark_start_s"] = round(time.monotonic() - began, 3)
 
     @contextlib.contextmanager
@@ -255,7 +260,7 @@ class CampaignRunner:
         from harness.run import check, report_renderer
         pending, size = self.unchecked(), self.campaign.spark.batch
         if pending:
-            self._start_spark()
+            self._start_spark(batches=math.ceil(len(pending) / size))
         render = report_renderer()
         for start in range(0, len(pending), size):
             batch = pending[start:start + size]
