@@ -52,6 +52,14 @@ def test_resume_without_an_unfinished_campaign_is_a_one_line_error(tmp_path):
     assert result.exit_code == 3 and "--resume: no unfinished campaign 'gated'" in result.output
 
 
+def completed_run(runner: CampaignRunner, run_id: str) -> Path:
+    """The directory of a run that finished (its run.json says so), not yet checked."""
+    run_dir = runner.path / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_id, "status": "complete"}))
+    return run_dir
+
+
 def recorded_campaign(tmp_path: Path, unclean_valid: bool) -> tuple[Path, Path]:
     """A campaign whose two runs are recorded and checked but which never finished."""
     path = tmp_path / "c.yaml"
@@ -59,9 +67,7 @@ def recorded_campaign(tmp_path: Path, unclean_valid: bool) -> tuple[Path, Path]:
     campaign = load_campaign(path)
     runner = CampaignRunner(campaign, plan(campaign), path, tmp_path / "store", Console(quiet=True))
     for run in runner.plan.runs:
-        run_dir = runner.path / "runs" / run.run_id
-        run_dir.mkdir(parents=True)
-        (run_dir / "run.json").write_text(json.dumps({"run_id": run.run_id, "status": "complete"}))
+        run_dir = completed_run(runner, run.run_id)
         lost = 0 if run.profile == "dledger-3" or unclean_valid else 5
         (run_dir / "results.json").write_text(json.dumps(results(lost == 0, lost=lost, rto=[0.5])))
         runner.state["done"][run.run_id] = {"status": "complete", "valid": lost == 0}
@@ -125,9 +131,7 @@ def checked_batches(tmp_path: Path, monkeypatch, batch: int) -> tuple[list[bool]
     campaign = load_campaign(path)
     runner = CampaignRunner(campaign, plan(campaign), path, tmp_path / "store", Console(quiet=True))
     for run in runner.plan.runs:
-        run_dir = runner.path / "runs" / run.run_id
-        run_dir.mkdir(parents=True)
-        (run_dir / "run.json").write_text(json.dumps({"run_id": run.run_id, "status": "complete"}))
+        completed_run(runner, run.run_id)
         runner.state["done"][run.run_id] = {"status": "complete", "valid": None}
     runner._check_pending()
     return quick, batches
