@@ -60,16 +60,16 @@ LOCAL_CONF: dict[str, str] = {
 # compiles with C1 only starts and warms up sooner (session start plus the first
 # 1,000-event check 17.3 s instead of 22.3 s, docs/benchmarks.md). check_runs
 # starts its own session so for a small input; C2 pays off from the third or
-# fourth check of a session on, so a session started otherwise (a campaign's) is
-# left to compile fully. A large check spends its time in a few hot loops, which
-# C2 makes twice as fast, so a quick session is relaunched in a fresh JVM before
-# one. Local masters only (on a cluster the executors do the work), and only when
-# spark.driver.extraJavaOptions is not set (--conf it, to anything, to opt out).
+# fourth check of a session on, so a session started for more checks than
+# QUICK_SESSION_CHECKS (a campaign of many batches) is left to compile fully. A
+# large check spends its time in a few hot loops, which C2 makes twice as fast, so
+# a quick session is relaunched in a fresh JVM before one. Local masters only (on a
+# cluster the executors do the work), and only when spark.driver.extraJavaOptions
+# is not set (--conf it, to anything, to opt out).
 QUICK_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
-# C2's code overtakes C1's from the third check of a session on, so a session that
-# will run at most this many small checks starts quick too: a campaign whose runs are
-# checked in one or two batches (the smoke campaign's 6 runs: session start and check
-# 24 s instead of 36 s, docs/benchmarks.md, fourteenth session).
+# A session that will run at most this many checks starts quick too: a campaign
+# whose runs are checked in one or two batches (the smoke campaign's 6 runs: session
+# start and check 24 s instead of 36 s, docs/benchmarks.md, fourteenth session).
 QUICK_SESSION_CHECKS = 2
 # The throughput collector, not G1 (the JVM's default): a check allocates fast and
 # keeps little, and on few cores G1's write barriers and concurrent marking compete
