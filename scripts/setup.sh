@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the project needs, idempotently: Debian packages, a
 # virtualenv with the Python dependencies, the JVM linearizability engine, and
-# the class archive of Spark's driver JVM.
+# the class archive of Spark's driver JVM, and the pinned Apache RocketMQ release.
 # A second call with nothing changed takes about a second.
 #
 # The docker provider (chaos up --provider docker) needs a Docker engine:
@@ -28,7 +28,7 @@ say() { printf '[setup] %s\n' "$*"; }
 # One place for the list: every package a test or a run needs on this machine.
 APT_PACKAGES=(
   openssh-server openssh-client iptables iproute2 procps psmisc
-  openjdk-17-jdk-headless
+  openjdk-17-jdk-headless maven
   chromium
   fuse3
 )
@@ -79,6 +79,10 @@ if [ ! -f "$archive" ]; then
   say "building the driver JVM's class archive (about a minute, once)"
   "$venv/bin/python" -m checkers.classes || say "no class archive: Spark sessions start about 2 s slower"
 fi
+
+# --- Apache RocketMQ for the rmq-* profiles (scripts/rocketmq/pom.xml) ---------
+# Resolved from Maven Central once; later calls check a stamp and stay offline.
+bash "$root/scripts/fetch-rocketmq.sh" >/dev/null
 
 # --- the Docker engine (only when asked for) ----------------------------------
 if [ -n "$want_docker" ]; then
