@@ -29,7 +29,7 @@ from typing import Any, Literal
 from sut.config import ConfigError
 from sut.ha.base import HAStrategy, PutResult, Role
 from sut.kv import KvService, KvStore
-from sut.message import Message, decode_payload, encode_payload
+from sut.message import CorruptRecord, Message, decode_payload, encode_payload
 from sut.protocol import Command, RequestCode, ResponseCode
 from sut.raft.config import RaftConfig, RaftTiming
 from sut.raft.errors import RaftError
@@ -50,9 +50,15 @@ def encode_messages(messages: list[Message]) -> bytes:
 
 
 def decode_messages(data: bytes) -> list[Message]:
+    """The messages of one entry; CorruptRecord if any is malformed (the entry is then skipped whole)."""
     out, pos = [], 1
     while pos < len(data):
-        (size,) = _LEN.unpack_from(data, pos)
+        try:
+            (size,) = _LEN.unpack_from(data, pos)
+        except struct.error:
+            raise CorruptRecord(f"truncated message length at byte {pos}") from None
+        if pos + _LEN.size + size > len(data):
+            raise CorruptRecord(f"message at byte {pos} claims {size} bytes past the entry's end")
         out.append(decode_payload(data[pos + _LEN.size:pos + _LEN.size + size]))
         pos += _LEN.size + size
     return out
@@ -177,7 +183,12 @@ class DLedgerHA(HAStrategy):
         if self.kv.owns(entry):
             return self.kv.apply(entry)
         if entry.data[:1] == MESSAGES_TAG:
-            return self.store.append(decode_messages(entry.data))
+            try:
+                messages = decode_messages(entry.data)
+            except CorruptRecord as exc:  # any peer may propose: it is refused, never written
+                self.log.error("raft entry %d is a corrupt record, skipped: %s", entry.index, exc)
+                return RaftError(f"corrupt record: {exc}")
+            return self.store.append(messages)
         self.log.error("raft entry %d has unknown tag %r; skipped", entry.index, entry.data[:1])
         return None
 

@@ -33,7 +33,7 @@ HEADER = struct.Struct(">III")
 BLANK_MIN = 8  # a blank filler needs only size + magic
 _FIXED = struct.Struct(">IQQ")
 
-TOPIC_PATTERN = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
+TOPIC_PATTERN = re.compile(r"[A-Za-z0-9_%|-]{1,127}")  # whole string: fullmatch, never match
 MAX_MSG_ID = 255
 
 
@@ -79,6 +79,7 @@ def decode_payload(payload: bytes | memoryview) -> Message:
         raise CorruptRecord(f"malformed message payload: {exc}") from None
     if pos > len(payload):
         raise CorruptRecord("message payload shorter than its fields")
+    _check_topic(topic)
     return Message(topic, queue_id, msg_id, bytes(payload[pos:]), born_ts, store_ts)
 
 
@@ -87,9 +88,17 @@ def decode_route(payload: bytes | memoryview) -> tuple[str, int]:
     try:
         (queue_id,) = struct.unpack_from(">I", payload)
         tlen = payload[_FIXED.size]
-        return bytes(payload[_FIXED.size + 1:_FIXED.size + 1 + tlen]).decode(), queue_id
+        topic = bytes(payload[_FIXED.size + 1:_FIXED.size + 1 + tlen]).decode()
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise CorruptRecord(f"malformed message payload: {exc}") from None
+    _check_topic(topic)
+    return topic, queue_id
+
+
+def _check_topic(topic: str) -> None:
+    """A topic names a directory (consume queues): replicated data gets the client path's check."""
+    if not valid_topic(topic):
+        raise CorruptRecord(f"invalid topic {topic!r} in message payload")
 
 
 def encode_record(payload: bytes) -> bytes:
@@ -140,4 +149,4 @@ def iter_records(buf: bytes | memoryview) -> Iterator[tuple[int, bytes]]:
 
 
 def valid_topic(topic: object) -> bool:
-    return isinstance(topic, str) and bool(TOPIC_PATTERN.match(topic))
+    return isinstance(topic, str) and TOPIC_PATTERN.fullmatch(topic) is not None

@@ -16,6 +16,7 @@ from array import array
 from bisect import bisect_left
 from pathlib import Path
 
+from sut.message import CorruptRecord, valid_topic
 from sut.store.durable import create_file
 
 ENTRY = struct.Struct("<QI")
@@ -109,7 +110,7 @@ class ConsumeQueues:
         if not self.dir.exists():
             return
         for topic_dir in sorted(self.dir.iterdir()):
-            if not topic_dir.is_dir():
+            if not topic_dir.is_dir() or topic_dir.is_symlink() or not valid_topic(topic_dir.name):
                 continue
             for qfile in topic_dir.iterdir():
                 if qfile.name.isdigit():
@@ -120,8 +121,11 @@ class ConsumeQueues:
         return self.queues.get((topic, queue_id))
 
     def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The queue's file lies under this directory: a topic that is not a plain name is refused."""
         cq = self.queues.get((topic, queue_id))
         if cq is None:
+            if not valid_topic(topic):
+                raise CorruptRecord(f"invalid topic {topic!r} for a consume queue")
             cq = self.queues[(topic, queue_id)] = ConsumeQueue(self.dir / topic / str(queue_id))
         return cq
 
