@@ -255,6 +255,12 @@ class Pool:
         if cwd is not None:
             steps.append(shlex.join(["cd", cwd]))
         pid_q, log_q = shlex.quote(pidfile), shlex.quote(logfile)
+        # Never overwrite a pidfile naming a live instance of this program: that would orphan it.
+        # (Its last argv word, e.g. the config path, tells it from a stranger reusing the pid.)
+        same = shlex.quote(argv[-1])
+        steps.append(f"{{ old=$(head -c 32 {pid_q} 2>/dev/null | tr -dc 0-9); [ -z \"$old\" ] "
+                     f"|| ! tr '\\0' '\\n' 2>/dev/null </proc/$old/cmdline | grep -qxF -- {same} "
+                     f"|| {{ echo pidfile {pid_q} names the live pid \"$old\" >&2; false; }}; }}")
         steps.append(f"{{ {launch} </dev/null >>{log_q} 2>&1 & echo $! >{pid_q}; }}")
         steps.append(f"cat {pid_q}")
         result = self.run(node, " && ".join(steps))

@@ -223,6 +223,13 @@ def restart(pool: Any, journal: Journal, entry: JournalEntry,
     """Undo a kill: start the process again (deployer hook, else the journaled argv)
     unless it already runs, verify a new process is up, mark the entry undone."""
     ref = proc if proc is not None else proc_from_entry(entry)
+    original = _undelivered(pool, ref, entry)
+    if original is not None:
+        # The harness died (or the node was unreachable) between journaling and signalling:
+        # starting another would fail its lock and orphan the original behind a new pidfile.
+        journal.mark_undone(entry, restarted=False, pid=original.pid,
+                            reason="the kill was never delivered: the original still runs")
+        return original
     current = _live_replacement(pool, ref, entry)
     if current is None:
         if start is not None:
@@ -334,17 +341,24 @@ def _start_facts(proc: ProcessRef) -> dict[str, Any]:
             "logfile": getattr(proc, "logfile", None)}
 
 
-def _live_replacement(pool: Any, proc: ProcessRef, entry: JournalEntry) -> ProcessState | None:
-    """A live process for `proc` that is not the one the entry killed."""
+def _live_states(pool: Any, proc: ProcessRef, entry: JournalEntry) -> list[tuple[bool, ProcessState]]:
+    """(is the one the entry killed, state) of each live process for `proc`."""
     try:
         states = inspect(pool, proc)
     except NucleusError:
-        return None
-    for state in states:
-        killed = state.pid == entry.params.get("pid") and state.starttime == entry.params.get("starttime")
-        if state.state != "Z" and not killed:
-            return state
-    return None
+        return []
+    return [(state.pid == entry.params.get("pid") and state.starttime == entry.params.get("starttime"), state)
+            for state in states if state.state != "Z"]
+
+
+def _live_replacement(pool: Any, proc: ProcessRef, entry: JournalEntry) -> ProcessState | None:
+    """A live process for `proc` that is not the one the entry killed."""
+    return next((state for killed, state in _live_states(pool, proc, entry) if not killed), None)
+
+
+def _undelivered(pool: Any, proc: ProcessRef, entry: JournalEntry) -> ProcessState | None:
+    """The very process the entry meant to kill (same pid and start time), still alive."""
+    return next((state for killed, state in _live_states(pool, proc, entry) if killed), None)
 
 
 def _start_detached(pool: Any, proc: Proc) -> None:

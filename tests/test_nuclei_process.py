@@ -121,3 +121,23 @@ def test_a_pattern_must_name_the_node_workdir_on_a_shared_pid_namespace(cluster,
     assert proc_state(pool, procs[node.name]) == "T"
     nuclei.resume(pool, journal, entry)
     wait_until(lambda: proc_state(pool, procs[node.name]) in ("S", "R"), "resumed")
+
+
+def test_a_journaled_kill_that_never_landed_heals_without_a_second_process(cluster, journal) -> None:
+    """The harness died between journaling a kill and sending it: the original still runs."""
+    inventory, pool, procs = cluster
+    proc = procs["n3"]
+    [state] = nuclei.inspect(pool, proc)
+    pidfile_before = pool.read_file(proc.node, proc.pidfile)
+    journal.record("kill", proc.node, signal="KILL", name=proc.name, role=proc.role, pidfile=proc.pidfile,
+                   pattern=None, argv=list(proc.argv), pid=state.pid, starttime=state.starttime,
+                   cwd=None, env={}, logfile=proc.logfile)
+    report = nuclei.heal(pool, nuclei.Journal(journal.path))
+    assert report.ok, report.errors
+    assert pool.read_file(proc.node, proc.pidfile) == pidfile_before
+    assert [s.pid for s in nuclei.inspect(pool, proc)] == [state.pid]
+    [undone] = [line for line in journal_lines(journal) if line["event"] == "undo"]
+    assert undone["note"]["restarted"] is False and "never delivered" in undone["note"]["reason"]
+    with pytest.raises(Exception, match="names the live pid"):
+        start_proc(pool, proc)  # a second start must not take over the pidfile
+    assert pool.read_file(proc.node, proc.pidfile) == pidfile_before
