@@ -121,6 +121,13 @@ def _heal_and_stop(run_dir: Path, record: dict[str, Any], cluster: dict[str, Any
                     return "; ".join(report.errors)
             Deployer(pool, inventory, spec.get("profile") or record.get("profile"), run_dir,
                      timing=spec.get("timing", "default")).stop()
+            # Only now, with no SUT process on it, the crash file system goes (journaled or not).
+            if journal_file.exists():
+                report = nuclei.heal(pool, nuclei.Journal(journal_file), unmount=True)
+                if not report.ok:
+                    return "; ".join(report.errors)
+            for node in inventory.nodes:
+                nuclei.lazyfs.sweep(pool, node.name, node.workdir)
     except (InventoryError, DeployError, nuclei.NucleusError, nuclei.JournalError, OSError) as error:
         return f"{type(error).__name__}: {error}"
     return None

@@ -18,6 +18,7 @@ NETWORK_ACTIONS = ("drop", "loss")
 # A crash file system stays mounted while the SUT runs on it: only the heal at
 # the very end (`unmount=True`, after the SUT stopped) and `chaos heal` remove it.
 MOUNT_ACTIONS = ("mount",)
+NO_RESTART_ON_MOUNT = "its data directory is on the crash file system this heal unmounts"
 
 
 @dataclass
@@ -33,8 +34,10 @@ class HealReport:
 
 
 def undo(pool: Any, journal: Journal, entry: JournalEntry,
-         start: Callable[[Any], Any] | None = None, proc: Any = None) -> str:
-    """Undo one journaled action and verify it; returns a line saying what was done."""
+         start: Callable[[Any], Any] | None = None, proc: Any = None, skip_restart: str = "") -> str:
+    """Undo one journaled action and verify it; returns a line saying what was done.
+
+    With `skip_restart` (why), a kill is marked undone without starting the process again."""
     name = entry.params.get("name", "")
     if entry.action in NETWORK_ACTIONS:
         net.remove(pool, journal, entry)
@@ -42,6 +45,9 @@ def undo(pool: Any, journal: Journal, entry: JournalEntry,
     if entry.action == "pause":
         process.resume(pool, journal, entry)
         return f"{entry.node}: resumed {name} (pid {entry.params.get('pid')})"
+    if entry.action == "kill" and skip_restart:
+        journal.mark_undone(entry, restarted=False, reason=skip_restart)
+        return f"{entry.node}: {name} not restarted: {skip_restart}"
     if entry.action == "kill":
         state = process.restart(pool, journal, entry, start=start, proc=proc)
         if state is None:
@@ -73,9 +79,12 @@ def heal(pool: Any, journal: Journal, nodes: Iterable[str] = (),
         ordered = [e for e in entries if e.action in NETWORK_ACTIONS]
         ordered += [e for e in reversed(entries) if e.action not in NETWORK_ACTIONS + MOUNT_ACTIONS]
         ordered += [e for e in entries if e.action in MOUNT_ACTIONS]
+        # A process restarted on a crash file system this heal removes would lose its data
+        # under it: on such a node the killed processes stay down.
+        doomed = NO_RESTART_ON_MOUNT if any(e.action in MOUNT_ACTIONS for e in entries) else ""
         for entry in ordered:
             try:
-                report.done.append(undo(pool, journal, entry, start=start))
+                report.done.append(undo(pool, journal, entry, start=start, skip_restart=doomed))
             except Exception as error:  # noqa: BLE001 - collect, heal the rest, report all
                 report.errors.append(f"{node}: could not undo {entry.action} ({entry.id}): {error}")
         if node in chain_nodes:

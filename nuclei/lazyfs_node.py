@@ -29,6 +29,7 @@ import os
 import shutil
 import socket
 import stat
+import struct
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -380,28 +381,54 @@ def _operations(state: CrashState) -> Any:
     return LazyFS()
 
 
+CONTROL_TIMEOUT_S = 30.0  # a client that neither sends nor reads holds the control socket no longer
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
 def serve_control(state: CrashState, operations: Any, mountpoint: str) -> None:
-    """Answer `lose` and `status` on the abstract socket (a daemon thread)."""
+    """Answer `lose` and `status` on the abstract socket (a daemon thread).
+
+    An abstract socket has no file permissions: only the daemon's own uid (the
+    harness's, which started it) is answered. One connection's failure (a client
+    gone, ENOSPC while copying) is logged and the next is served: the loop lives
+    as long as the mount.
+    """
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(control_address(mountpoint))
     server.listen(4)
 
     def loop() -> None:
         while True:
-            conn, _ = server.accept()
+            try:
+                conn, _ = server.accept()
+            except OSError as error:
+                print(f"lazyfs control: accept failed: {error}", file=sys.stderr, flush=True)
+                continue
             with conn:
-                command = conn.recv(64).decode(errors="replace").strip()
-                with state.lock:
-                    if command == "lose":
-                        operations.drop_handles()
-                        reply = {"ok": True, **state.lose()}
-                    elif command == "status":
-                        reply = {"ok": True, **state.status()}
-                    else:
-                        reply = {"ok": False, "error": f"unknown command {command!r}"}
-                conn.sendall(json.dumps(reply).encode() + b"\n")
+                try:
+                    conn.settimeout(CONTROL_TIMEOUT_S)
+                    _answer(conn, state, operations)
+                except Exception as error:  # noqa: BLE001 - one bad client must not end the loop
+                    print(f"lazyfs control: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
 
     threading.Thread(target=loop, name="lazyfs-control", daemon=True).start()
+
+
+def _answer(conn: socket.socket, state: CrashState, operations: Any) -> None:
+    _, uid, _ = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    if uid != os.geteuid():
+        print(f"lazyfs control: refused a client of uid {uid}", file=sys.stderr, flush=True)
+        return
+    command = conn.recv(64).decode(errors="replace").strip()
+    with state.lock:
+        if command == "lose":
+            operations.drop_handles()
+            reply = {"ok": True, **state.lose()}
+        elif command == "status":
+            reply = {"ok": True, **state.status()}
+        else:
+            reply = {"ok": False, "error": f"unknown command {command!r}"}
+    conn.sendall(json.dumps(reply).encode() + b"\n")
 
 
 def ask(mountpoint: str, command: str, timeout: float = 60.0) -> dict[str, Any]:

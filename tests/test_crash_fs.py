@@ -219,3 +219,40 @@ def test_a_mountpoint_that_cannot_be_made_is_a_one_line_error_and_nothing_is_mou
         pool.run(target.name, f"rm -f {not_a_dir}")
     assert not journal.entries()  # refused before anything was journaled or started
     assert not lazyfs.daemon_running(pool, target.name, target.workdir, f"{not_a_dir}/data")
+
+
+def test_the_next_runs_clean_up_unmounts_what_a_killed_harness_left(node, tmp_path, monkeypatch):
+    """A run's harness dies by SIGKILL during a crash fault; the next run's stale clean-up
+    (no `chaos heal` by hand) leaves no FUSE mount and no daemon."""
+    from harness.stale import clean_up_stale
+
+    inventory, pool, target = node
+    home, run_dir = tmp_path / "home", tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({
+        "status": "running", "cluster": {"source": "inventory", "file": str(inventory.source)},
+        "spec": {"profile": "single-broker", "timing": "fast"}}))
+    mountpoint = lazyfs.data_mountpoint(target.workdir)
+    script = textwrap.dedent(f"""
+        import os, signal
+        from harness.stale import take_lease
+        from inventory import load, Pool
+        from nuclei import Journal, lazyfs
+        assert take_lease({str(run_dir)!r}) is not None
+        with Pool(load({str(inventory.source)!r})) as pool:
+            lazyfs.mount(pool, Journal({str(run_dir / 'journal.jsonl')!r}), {target.name!r},
+                         {target.workdir!r}, {mountpoint!r})
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    killed = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "CHAOS_HOME": str(home)})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    try:
+        assert lazyfs.mounted(pool, target.name, target.workdir, mountpoint)
+        monkeypatch.setenv("CHAOS_HOME", str(home))
+        [line] = clean_up_stale(lambda _line: None)
+        assert "faults healed and the SUT stopped" in line, line
+        assert not lazyfs.mounted(pool, target.name, target.workdir, mountpoint)
+        assert not lazyfs.daemon_running(pool, target.name, target.workdir, mountpoint)
+    finally:
+        lazyfs.sweep(pool, target.name, target.workdir)
