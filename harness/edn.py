@@ -18,6 +18,7 @@ after the first import.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -41,6 +42,8 @@ _KEYWORD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_?!*+<>=.-]*$")
 _JEPSEN_STOPS = {"stop", "recover", "heal", "resume", "repair", "restart"}
 IMPORTED_FAULT = "jepsen-nemesis"
 SYNTHETIC_TIME_STEP_NS = 1_000_000
+MAX_TIME_NS = 2**63         # times are signed 64-bit nanoseconds, as in Jepsen
+MAX_DEPTH = 64              # op map itself included; Jepsen values are a few levels deep
 
 
 class EdnError(ValueError):
@@ -62,10 +65,33 @@ def op_from_edn(op: dict[str, Any], where: str) -> dict[str, Any]:
         raise EdnError(f"{where}: op has no :f")
     ev["f"] = str(ev["f"])
     if ev["time"] is not None:
-        ev["time"] = int(ev["time"])
+        ev["time"] = _time_ns(ev["time"], where)
+    _check_depth(op, where)
     if ev["error"] is not None and not isinstance(ev["error"], str):
         ev["error"] = json.dumps(ev["error"])
     return ev
+
+
+def _time_ns(value: Any, where: str) -> int:
+    """An op's :time as integer nanoseconds: a finite number that fits our 64-bit times."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or abs(value) >= MAX_TIME_NS):
+        raise EdnError(f"{where}: :time must be a number of nanoseconds below {MAX_TIME_NS:.3g}, "
+                       f"got {value!r:.60}")
+    return int(value)
+
+
+def _check_depth(value: Any, where: str) -> None:
+    """Refuse values nested deeper than MAX_DEPTH: writing them would exhaust the stack."""
+    todo = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            raise EdnError(f"{where}: values nested more than {MAX_DEPTH} levels deep")
+        if isinstance(item, dict):
+            todo.extend((child, depth + 1) for child in (*item.keys(), *item.values()))
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            todo.extend((child, depth + 1) for child in item)
 
 
 def parse_history(text: str, source: str = "<edn>") -> list[dict[str, Any]]:
@@ -74,6 +100,8 @@ def parse_history(text: str, source: str = "<edn>") -> list[dict[str, Any]]:
         ops = read_edn(text, source)
     except HistoryError as exc:
         raise EdnError(str(exc)) from None
+    except RecursionError:
+        raise EdnError(f"{source}: not valid EDN: nested too deeply") from None
     events = [op_from_edn(op, f"{source}: op {i}") for i, op in enumerate(ops)]
     _fill_times(events)
     return [nemesis_from_jepsen(ev) if ev["process"] == "nemesis" else ev for ev in events]
@@ -172,17 +200,18 @@ def export_run(run_dir: Path, out: Path) -> int:
     return len(events)
 
 
-def import_history(edn_path: Path, store: "Store", workload: str | None = None) -> "RunDir":
+def import_history(edn_path: Path, store: "Store", workload: str | None = None,
+                   events: list[dict[str, Any]] | None = None) -> "RunDir":
     """Make a run directory (a one-run campaign) from a Jepsen EDN history.
 
     Client ops go to history/imported.jsonl, nemesis ops to nemesis.jsonl, and
     run.json records the source and which workload's checks apply (guessed
     from the operation names unless given), so the checkers treat it like
-    any recorded run.
+    any recorded run. `events`: the file as load_history read it already.
     """
     from harness.store import slug, write_json
     from workloads.history import EventLog
-    events = load_history(Path(edn_path))
+    events = load_history(Path(edn_path)) if events is None else events
     workload = workload or guess_workload(events)
     campaign = store.new_campaign()
     run = store.new_run(campaign, f"import-{slug(Path(edn_path).stem)}")

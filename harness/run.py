@@ -29,7 +29,7 @@ import traceback
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import faults
 import nuclei
@@ -43,7 +43,7 @@ from sut.deploy import DeployError, Deployer
 from sut.profiles import get as get_profile
 from workloads.base import Workload, run_together
 from workloads.clients import Endpoints
-from workloads.generator import GeneratorSpec, plan
+from workloads.generator import GeneratorSpec, LazyPlan, PlannedOp
 from workloads.history import Clock, EventLog
 from workloads.register import serves_kv
 from workloads.runner import Progress, WorkloadRun
@@ -70,25 +70,31 @@ def fault_schedule(spec: RunSpec, fault_specs: list[faults.FaultSpec] | None = N
     return faults.plan(spec.seed, schedule, spec.time) if spec.has_faults else []
 
 
-def operation_plan(spec: RunSpec, workload: Workload | None = None):
-    """The workload runs through the faults (--time) and the recovery after them."""
+def operation_plan(spec: RunSpec, workload: Workload | None = None) -> LazyPlan:
+    """The workload runs through the faults (--time) and the recovery after them; the plan
+    is generated as it is used (run.Plan.ops holds no list)."""
     workload = workload or make_workload(spec)
-    return plan(GeneratorSpec(seed=spec.seed, rate=spec.rate, concurrency=spec.concurrency,
-                              duration=spec.time + spec.recovery), workload)
+    return LazyPlan(GeneratorSpec(seed=spec.seed, rate=spec.rate, concurrency=spec.concurrency,
+                                  duration=spec.time + spec.recovery), workload)
 
 
-def plan_summary(spec: RunSpec, ops: list | None = None) -> dict[str, Any]:
-    """Counts and digests of the operation and fault schedules (same seed, same digests)."""
+def plan_summary(spec: RunSpec, ops: Iterable[PlannedOp] | None = None) -> dict[str, Any]:
+    """Counts and digests of the operation and fault schedules (same seed, same digests).
+
+    The operations' digest is of their JSON list, fed one operation at a time."""
     ops = operation_plan(spec) if ops is None else ops
-    op_text = json.dumps([[op.at, op.worker, op.f, op.key, op.value] for op in ops], sort_keys=True)
+    digest, count, counts = hashlib.sha256(b"["), 0, {}
+    for op in ops:
+        digest.update((", " if count else "").encode()
+                      + json.dumps([op.at, op.worker, op.f, op.key, op.value], sort_keys=True).encode())
+        count += 1
+        counts[op.f] = counts.get(op.f, 0) + 1
+    digest.update(b"]")
     # An event's seed picks its targets when it starts: part of "the same faults".
     schedule = [{"offset_s": ev.offset, "fault": ev.fault.label(), "phase": ev.phase, "window": ev.window,
                  "seed": ev.seed} for ev in fault_schedule(spec)]
-    counts: dict[str, int] = {}
-    for op in ops:
-        counts[op.f] = counts.get(op.f, 0) + 1
-    return {"operations": len(ops), "by_f": counts,
-            "operations_digest": hashlib.sha256(op_text.encode()).hexdigest()[:16],
+    return {"operations": count, "by_f": counts,
+            "operations_digest": digest.hexdigest()[:16],
             "faults": schedule,
             "faults_digest": hashlib.sha256(json.dumps(schedule).encode()).hexdigest()[:16]}
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import workloads
+from harness.bounds import run_size_problem
 from harness.store import StoreError, check_writable
 from sut import profiles
 from workloads.base import WorkloadOptions
@@ -142,7 +143,7 @@ def _one_of(kind: str, value: str, known: list[str]) -> str:
 class RunSpec(BaseModel):
     """A chaos run: what to deploy, which workload, which faults, for how long."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
     profile: str = "controller-3"
     workload: str = "queue"
@@ -274,6 +275,10 @@ class RunSpec(BaseModel):
                 f"--interval {self.interval:g}s of quiet and lasts --fault-duration {self.duration:g}s "
                 f"({self.interval + self.duration:g}s in all), so no fault would run; raise --time or "
                 f"lower --interval / --fault-duration")
+        too_big = run_size_problem(self.rate, self.time + self.recovery,
+                                   self.interval + self.duration if self.has_faults else None)
+        if too_big:
+            raise ValueError(too_big)
         workload = workloads.WORKLOADS[self.workload]
         problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
         if problem:

@@ -1,9 +1,10 @@
 """The generator model: the operation schedule as a pure function of (seed, spec).
 
-Jepsen's generators decide *what* each logical process does and *when*; we
-plan the whole main phase up front so that the same seed replays the same
-operations (values and timing offsets) and a test can compare two plans
-without running anything.
+Jepsen's generators decide *what* each logical process does and *when*; the
+main phase's plan is a pure function of the seed, so the same seed replays the
+same operations (values and timing offsets) and a test can compare two plans
+without running anything. It is generated as the workers consume it, never
+held whole (a day-long soak has millions of operations).
 
 Timing: arrivals form one global stream with gaps drawn uniformly from
 [0, 2/rate) (Jepsen's `stagger`: mean rate `rate`, no lock-step). Operation i
@@ -20,6 +21,8 @@ arrivals' generator: timing and values do not disturb each other.
 from __future__ import annotations
 
 import random
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -66,33 +69,69 @@ class Planner(Protocol):
         ...
 
 
-def arrival_offsets(spec: GeneratorSpec, name: str) -> list[int]:
-    """Planned start offsets (ns) of all operations of the main phase, in order."""
+def iter_arrivals(spec: GeneratorSpec, name: str) -> Iterator[int]:
+    """Planned start offsets (ns) of the main phase's operations, in order, one at a time."""
     rng = random.Random(f"{spec.seed}:{name}:arrivals")
     end = int(spec.duration * NS_PER_S)
     mean_gap = NS_PER_S / spec.rate
-    offsets, at = [], 0
+    at = 0
     while True:
         at += int(rng.uniform(0, 2 * mean_gap))
         if at >= end:
-            return offsets
-        offsets.append(at)
+            return
+        yield at
+
+
+def arrival_offsets(spec: GeneratorSpec, name: str) -> list[int]:
+    """Planned start offsets (ns) of all operations of the main phase, in order."""
+    return list(iter_arrivals(spec, name))
+
+
+def iter_plan(spec: GeneratorSpec, planner: Planner) -> Iterator[PlannedOp]:
+    """The main phase's operation schedule, generated as it is consumed (a long soak's
+    plan would not fit in memory); the same (seed, spec) gives the same operations."""
+    values = random.Random(f"{spec.seed}:{planner.name}:values")
+    for index, at in enumerate(iter_arrivals(spec, planner.name)):
+        worker = index % spec.concurrency
+        f, key, value = planner.plan_op(values, index, worker, spec.concurrency)
+        yield PlannedOp(index, at, worker, f, key, value)
 
 
 def plan(spec: GeneratorSpec, planner: Planner) -> list[PlannedOp]:
-    """The main phase's operation schedule; the same (seed, spec) gives the same list."""
-    values = random.Random(f"{spec.seed}:{planner.name}:values")
-    ops = []
-    for index, at in enumerate(arrival_offsets(spec, planner.name)):
-        worker = index % spec.concurrency
-        f, key, value = planner.plan_op(values, index, worker, spec.concurrency)
-        ops.append(PlannedOp(index, at, worker, f, key, value))
-    return ops
+    """The main phase's operation schedule as a list (tests, benchmarks: short plans)."""
+    return list(iter_plan(spec, planner))
 
 
-def per_worker(ops: list[PlannedOp], concurrency: int) -> list[list[PlannedOp]]:
+@dataclass(frozen=True)
+class LazyPlan:
+    """A plan that is generated again each time it is iterated, never held whole."""
+
+    spec: GeneratorSpec
+    planner: Planner
+
+    def __iter__(self) -> Iterator[PlannedOp]:
+        return iter_plan(self.spec, self.planner)
+
+
+def worker_streams(ops: Iterable[PlannedOp], concurrency: int) -> list[Iterator[PlannedOp]]:
+    """Each worker's own stream of a plan, in order, drawn from it on demand: only the
+    operations planned for workers that lag behind the one asking are buffered."""
+    source = iter(ops)
+    waiting: list[deque[PlannedOp]] = [deque() for _ in range(concurrency)]
+
+    def stream(worker: int) -> Iterator[PlannedOp]:
+        mine = waiting[worker]
+        while True:
+            while not mine:
+                op = next(source, None)
+                if op is None:
+                    return
+                waiting[op.worker].append(op)
+            yield mine.popleft()
+
+    return [stream(worker) for worker in range(concurrency)]
+
+
+def per_worker(ops: Iterable[PlannedOp], concurrency: int) -> list[list[PlannedOp]]:
     """Split a plan into each worker's own stream, keeping the order."""
-    streams: list[list[PlannedOp]] = [[] for _ in range(concurrency)]
-    for op in ops:
-        streams[op.worker].append(op)
-    return streams
+    return [list(stream) for stream in worker_streams(ops, concurrency)]

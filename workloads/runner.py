@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from workloads.base import Completion, Workload, run_together
-from workloads.generator import NS_PER_S, PlannedOp, per_worker
+from workloads.generator import NS_PER_S, PlannedOp, worker_streams
 from workloads.history import Clock, EventLog, WorkerHistory, worker_file
 
 ClientFactory = Callable[[], Awaitable[Any]]
@@ -97,14 +98,14 @@ class WorkloadRun:
         return done
 
     # -- phases --------------------------------------------------------------------------
-    async def main_phase(self, plan: list[PlannedOp], duration: float) -> None:
-        """Follow the plan for `duration` seconds from now."""
+    async def main_phase(self, plan: Iterable[PlannedOp], duration: float) -> None:
+        """Follow the plan (drawn as it goes, see worker_streams) for `duration` seconds from now."""
         start = self.clock.now()
         end = start + int(duration * NS_PER_S)
-        streams = per_worker(plan, self.concurrency)
+        streams = worker_streams(plan, self.concurrency)
         await run_together(self._follow(w, stream, start, end) for w, stream in enumerate(streams))
 
-    async def _follow(self, worker: int, stream: list[PlannedOp], start: int, end: int) -> None:
+    async def _follow(self, worker: int, stream: Iterator[PlannedOp], start: int, end: int) -> None:
         for op in stream:
             raise_if_cancelled()
             delay = start + op.at - self.clock.now()

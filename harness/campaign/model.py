@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness.bounds import run_size_problem
 from harness.spec import check_fault, known_profiles, known_workloads
 from sut import profiles
 
@@ -50,7 +51,7 @@ FaultEntry = Annotated[str, AfterValidator(_fault_entry)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class InventoryChoice(Strict):
@@ -172,6 +173,14 @@ class Campaign(Strict):
         if value not in known:
             raise ValueError(f"unknown timing scale {value!r}; known: {', '.join(known)}")
         return value
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "Campaign":
+        d = self.durations
+        too_big = run_size_problem(self.rate, d.run + d.recovery, d.between + d.fault)
+        if too_big:
+            raise ValueError(too_big)
+        return self
 
 
 # -- loading, with line numbers -----------------------------------------------------------

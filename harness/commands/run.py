@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 
 from harness.cli import UserError
-from harness.edn import EdnError, export_run, import_history
+from harness.edn import EdnError, export_run, import_history, load_history
 from harness.signals import stop_signals
 from harness.stale import clean_up_stale
 from harness.spec import (RunSpec, SpecError, build_spec, check_can_run_here, check_store_writable,
@@ -203,8 +203,9 @@ def import_command(edn_file: Path, store: Path, workload: str | None, check: boo
     so every checker works on it as on a recorded run. Prints the run directory.
     """
     try:
+        events = load_history(edn_file)  # a bad file is refused before the store is touched
         check_writable(store)
-        run_dir = import_history(edn_file, Store(store), workload)
+        run_dir = import_history(edn_file, Store(store), workload, events)
     except (EdnError, StoreError) as exc:
         raise UserError(str(exc)) from None
     click.echo(str(run_dir.path))
