@@ -97,6 +97,15 @@ class Node(BaseModel):
     def _key_file_path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         return _resolve_path(value, info)
 
+    @field_validator("workdir")
+    @classmethod
+    def _workdir_is_plain(cls, value: str) -> str:
+        """Processes are told apart by the workdir in their argv and things are removed under
+        it: `/var/..` would name another directory than it spells."""
+        if any(part in (".", "..") for part in value.split("/")):
+            raise ValueError("must not contain . or .. components")
+        return value
+
 
 class Inventory(BaseModel):
     """A named set of nodes plus how to verify their host keys."""

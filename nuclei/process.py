@@ -269,10 +269,13 @@ def resume(pool: Any, journal: Journal, entry: JournalEntry, timeout: float = 10
     journal.mark_undone(entry, **({"reason": "process gone"} if outcome == "gone" else {}))
 
 
+# A pid is trusted only if its argv names the directory (PIDs are shared by local nodes).
 _RESUME_STOPPED = _PSTAT + r"""
-find %(directory)s -name '*.pid' -type f 2>/dev/null | while read -r pf; do
+dir=%(directory)s
+find "$dir" -name '*.pid' -type f 2>/dev/null | while read -r pf; do
   pid=$(head -c 32 "$pf" | tr -dc 0-9); [ -n "$pid" ] || continue
   s=$(pstat "$pid") || continue; set -- $s
+  tr '\0' '\n' 2>/dev/null </proc/"$pid"/cmdline | grep -qF -- "$dir" || continue
   case "$1" in T|t) kill -CONT "$pid" && echo "$pid $pf";; esac
 done
 """

@@ -13,6 +13,8 @@ import io
 import os
 import shutil
 import tempfile
+import threading
+import time
 import urllib.parse
 from functools import partial
 from pathlib import Path
@@ -67,6 +69,7 @@ class StoreHandler(http.server.SimpleHTTPRequestHandler):
     """Files of the store (never outside it), `/` as the campaign index, the pages' assets."""
 
     server_version = "chaos-serve"
+    timeout = 30  # seconds a client may keep its connection silent: a stalled peer frees its thread
 
     def __init__(self, *args: Any, store_root: Path, assets_dir: Path, **kwargs: Any) -> None:
         self.store_root = store_root
@@ -79,7 +82,7 @@ class StoreHandler(http.server.SimpleHTTPRequestHandler):
     def send_head(self):  # type: ignore[override]
         path = self._request_path()
         if path in ("/", "/index.html") and not (self.store_root / "index.html").is_file():
-            return self._send_html(render_store_index(self.store_root))
+            return self._send_html(self.server.store_index_html())
         if path.startswith(ASSETS_URL):
             name = path[len(ASSETS_URL):]
             target = self.assets_dir / name
@@ -124,9 +127,13 @@ class StoreServer(http.server.ThreadingHTTPServer):
     """The HTTP server of one store; closing it removes its temporary copy of the assets."""
 
     daemon_threads = True
+    index_ttl_s = 5.0  # `/` reads every run of the store: at most once per this many seconds
 
     def __init__(self, address: tuple[str, int], store_root: Path, verbose: bool = False) -> None:
         self.verbose = verbose
+        self.store_root = store_root
+        self._index: tuple[float, str] | None = None
+        self._index_lock = threading.Lock()
         self.assets_dir = install_assets(Path(tempfile.mkdtemp(prefix="chaos-serve-")))
         handler = partial(StoreHandler, store_root=store_root, assets_dir=self.assets_dir)
         try:
@@ -134,6 +141,14 @@ class StoreServer(http.server.ThreadingHTTPServer):
         except OSError:
             shutil.rmtree(self.assets_dir.parent, ignore_errors=True)
             raise
+
+    def store_index_html(self) -> str:
+        """The campaign index, rendered again only when the last one is older than index_ttl_s."""
+        with self._index_lock:
+            now = time.monotonic()
+            if self._index is None or now - self._index[0] > self.index_ttl_s:
+                self._index = (now, render_store_index(self.store_root))
+            return self._index[1]
 
     def server_close(self) -> None:
         super().server_close()

@@ -372,10 +372,16 @@ class _Status:
                 f"~{runner.eta_s(self.index) / 60:.0f} min left\n{line}")
 
 
-_LEFTOVERS = r"""for f in %(workdir)s/data/*/*.pid; do
-  [ -e "$f" ] || continue; pid=$(cat "$f" 2>/dev/null)
-  case "$pid" in ''|*[!0-9]*) continue;; esac
-  if kill -0 "$pid" 2>/dev/null && grep -q sut /proc/"$pid"/cmdline 2>/dev/null; then echo "process $pid ($f)"; fi
+# PIDs are shared by every local node: a pidfile is trusted only if its pid runs the SUT
+# (`-m sut`) with a config of this node's workdir, as the process nuclei check the argv.
+_LEFTOVERS = r"""wd=%(workdir)s
+for f in "$wd"/data/*/*.pid; do
+  [ -e "$f" ] || continue; pid=$(head -c 32 "$f" 2>/dev/null | tr -dc 0-9)
+  [ -n "$pid" ] || continue
+  argv=$(tr '\0' '\n' 2>/dev/null </proc/"$pid"/cmdline) || continue
+  printf '%%s\n' "$argv" | grep -qxF sut || continue
+  printf '%%s\n' "$argv" | grep -qF -- "$wd/conf/" || continue
+  echo "process $pid ($f)"
 done"""
 _KILL_LEFTOVERS = _LEFTOVERS.replace('echo "process $pid ($f)"', 'kill -9 "$pid"')
 

@@ -71,21 +71,35 @@ def decide(store: Path, keep_nights: int, include_runs: bool = False) -> list[De
     return decisions
 
 
-def prune(path: Path) -> int:
+def prune(path: Path, store: Path) -> int:
     """Remove a campaign's bulk (histories, logs, Parquet, run reports), keeping
-    campaign.json, its pages and each run's run.json/results.json. Bytes freed."""
+    campaign.json, its pages and each run's run.json/results.json. Bytes freed.
+
+    Symlinked directories are never entered and every path removed must lie
+    inside the store: a link to elsewhere loses at most the link itself."""
     freed = 0
-    for run in sorted((path / "runs").glob("*")) + sorted((path / "interrupted").glob("*")):
-        if not run.is_dir():
-            continue
+    root = store.resolve()
+    for run in _run_dirs(path / "runs") + _run_dirs(path / "interrupted"):
         for child in run.iterdir():
-            if child.name in KEPT_FILES:
+            if child.name in KEPT_FILES or not _inside(child, root):
                 continue
             freed += _size(child)
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
     marker = path / "gc.txt"
     marker.write_text("histories, logs and run reports removed by `chaos gc`; verdicts and timings kept\n")
     return freed
+
+
+def _run_dirs(parent: Path) -> list[Path]:
+    """Real directories under a real directory; symlinks (to anywhere) are skipped."""
+    if parent.is_symlink() or not parent.is_dir():
+        return []
+    return sorted(p for p in parent.iterdir() if p.is_dir() and not p.is_symlink())
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether `path` (not followed if it is a link itself) lies under `root`."""
+    return (path.parent.resolve() / path.name).is_relative_to(root)
 
 
 def _size(path: Path) -> int:
@@ -119,5 +133,5 @@ def gc(keep_nights: int, store: Path, include_runs: bool, dry_run: bool) -> None
             continue
         click.echo(f"prune  {decision.path.name}: {decision.reason}")
         if not dry_run:
-            freed += prune(decision.path)
+            freed += prune(decision.path, store)
     click.echo("dry run: nothing removed" if dry_run else f"freed {freed / 1e6:.1f} MB")
