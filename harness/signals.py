@@ -45,6 +45,37 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+class _Stopping:
+    """The one "a stop signal arrived" state of the process, shared by every stop_signals
+    and run_stoppable block however they nest: once set, later signals only say "wait"
+    wherever they land (an outer block's handler is back once an inner one returns)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.depth = 0
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator["_Stopping"]:
+        """Blocks nest; the state is forgotten when the outermost one ends."""
+        self.depth += 1
+        try:
+            yield self
+        finally:
+            self.depth -= 1
+            if self.depth == 0:
+                self.signum = None
+
+    def first(self, signum: int) -> bool:
+        """Record a stop signal; whether it is the first one."""
+        if self.signum is not None:
+            return False
+        self.signum = signum
+        return True
+
+
+_STOPPING = _Stopping()
+
+
 @contextlib.contextmanager
 def stop_signals(say: Callable[[], None] | None = None) -> Iterator[None]:
     """Within the block, SIGINT, SIGTERM and SIGHUP raise `Stopped` (a KeyboardInterrupt)
@@ -54,18 +85,16 @@ def stop_signals(say: Callable[[], None] | None = None) -> Iterator[None]:
     if not _in_main_thread():
         yield
         return
-    stopping: list[int] = []
+    with _STOPPING.scope() as stopping:
+        def raise_stopped(signum: int, frame: Any) -> None:
+            if not stopping.first(signum):
+                if say is not None:
+                    say()
+                return
+            raise Stopped(signum)
 
-    def raise_stopped(signum: int, frame: Any) -> None:
-        if stopping:
-            if say is not None:
-                say()
-            return
-        stopping.append(signum)
-        raise Stopped(signum)
-
-    with _handling(raise_stopped):
-        yield
+        with _handling(raise_stopped):
+            yield
 
 
 @contextlib.contextmanager
@@ -85,22 +114,24 @@ def deferred_stop(say: Callable[[], None]) -> Iterator[None]:
 def run_stoppable(coro: Coroutine[Any, Any, T], say: Callable[[], None] | None = None) -> T:
     """`asyncio.run(coro)` in which the first stop signal cancels `coro`'s task and, once
     its `finally` blocks have run and the loop has shut down (the default executor's
-    threads joined), raises `Stopped`. Later signals only call `say`. Outside the main
-    thread this is `asyncio.run`."""
+    threads joined), raises `Stopped`. Later signals only call `say`, and so does every
+    signal when an enclosing block is already stopping (a clean-up that runs a loop).
+    Outside the main thread this is `asyncio.run`."""
     if not _in_main_thread():
         return asyncio.run(coro)
-    received: list[int] = []
-    with asyncio.Runner() as runner:
+    received: list[int] = []  # the stop signal that cancelled this task
+    with _STOPPING.scope() as stopping, asyncio.Runner() as runner:
         loop = runner.get_loop()
         task = loop.create_task(coro)
 
         def cancel(signum: int, frame: Any) -> None:
-            if received or task.done():
-                if say is not None:
-                    say()
-            else:
+            first = stopping.first(signum)
+            if first:
+                received.append(signum)
+            if first and not task.done():
                 loop.call_soon_threadsafe(task.cancel)
-            received.append(signum)
+            elif say is not None:
+                say()
 
         with _handling(cancel):
             try:

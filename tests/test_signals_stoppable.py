@@ -130,3 +130,30 @@ def test_sigusr1_prints_the_stacks_of_a_running_chaos_command(tmp_path):
             proc.communicate()
     assert "most recent call first" in err and "serve_forever" in err, err
     assert proc.returncode == 0 and "stopped" in out  # the dump did not stop it; SIGTERM did
+
+
+def test_one_stopping_state_for_nested_blocks_a_second_signal_never_raises_again():
+    """A run's loop inside `stop_signals`: the first SIGTERM stops the loop; a second one,
+    arriving while `Stopped` unwinds towards the clean-up (the outer handler is back), and
+    a third one, inside the clean-up's own loop, only say "wait"."""
+    from harness.signals import stop_signals
+
+    said: list[str] = []
+    steps: list[str] = []
+
+    async def clean_up() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.sleep(0.2)  # the signal must not cancel the heal
+        steps.append("healed")
+
+    with pytest.raises(Stopped):
+        with stop_signals(lambda: said.append("outer")):
+            try:
+                send_later(signal.SIGTERM, 0.1)
+                run_stoppable(asyncio.sleep(30), lambda: said.append("loop"))
+            except Stopped:
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at once, in this frame
+                steps.append("unwinding")
+                run_stoppable(clean_up(), lambda: said.append("clean-up"))
+                raise
+    assert steps == ["unwinding", "healed"] and said == ["outer", "clean-up"]
