@@ -45,6 +45,22 @@ FLAG_RESPONSE = 0x1
 FLAG_ONEWAY = 0x2
 
 
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one peer may make a server hold (a peer that pipelines and never reads, opens
+    connections without end, or trickles a frame). Reading from a connection pauses while
+    its handlers or unsent responses are at their bound; a peer is cut off (logged) only
+    when it stops reading for stall_timeout_s, exceeds max_unsent_bytes, stays idle, or its
+    partial frame would take the server over max_buffered_bytes."""
+
+    max_connections: int = 1024                   # open at once; more are refused
+    max_inflight: int = 256                       # handler tasks per connection: reading pauses
+    max_unsent_bytes: int = 32 * 1024 * 1024      # responses a peer has not read: cut off above
+    stall_timeout_s: float = 120.0                # a peer not reading its responses this long
+    idle_timeout_s: float = 300.0                 # no complete frame and nothing in flight
+    max_buffered_bytes: int = 256 * 1024 * 1024   # incomplete frames of all connections together
+
+
 class RequestCode(enum.IntEnum):
     """Every request the SUT understands. Add new codes here, nowhere else."""
 
@@ -345,6 +361,8 @@ class Connection:
         self.batch = _WriteBatch(transport)
         self._paused = False
         self._drain_waiters: list[asyncio.Future] = []
+        self.last_frame = asyncio.get_running_loop().time()  # last complete frame received
+        self.stalled_since: float | None = None  # when the peer stopped reading our responses
 
     async def send(self, cmd: Command) -> None:
         """Write a frame; waits while the peer is not reading (flow control)."""
@@ -387,16 +405,27 @@ class _ServerProtocol(asyncio.Protocol):
         self.decoder = FrameDecoder(server.max_frame)
         self.conn: Connection | None = None
         self.tasks: set[asyncio.Task] = set()
+        self._held: set[str] = set()  # why reading is paused: "inflight", "unread"
+        self._buffered = 0           # this connection's share of the server's partial-frame bytes
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        limits = self.server.limits
+        if len(self.server._connections) >= limits.max_connections:
+            peer = transport.get_extra_info("peername")
+            self.server.log.warning("refused a connection from %s: %d connections open (max_connections)",
+                                    f"{peer[0]}:{peer[1]}" if peer else "?", len(self.server._connections))
+            transport.abort()
+            return
         self.conn = Connection(transport)  # type: ignore[arg-type]
-        self.server._connections.add(self.conn)
+        self.server._connections[self.conn] = self
 
     def data_received(self, data: bytes) -> None:
         conn = self.conn
         if conn is None or conn.closed.is_set():
             return
         commands, error = self.decoder.feed(data)
+        if commands:
+            conn.last_frame = asyncio.get_running_loop().time()
         for cmd in commands:
             if cmd.is_response:
                 error = ProtocolError(f"response frame (opaque {cmd.opaque}) sent to a server")
@@ -405,12 +434,57 @@ class _ServerProtocol(asyncio.Protocol):
             if inspect.isawaitable(answer):
                 task = asyncio.create_task(self.server._finish(cmd, conn, answer))
                 self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                task.add_done_callback(self._task_done)
             else:
                 self.server._respond(cmd, conn, answer)
         if error is not None:
             self.server.log.error("malformed frame from %s: %s; closing that connection", conn.peer, error)
             conn.close()
+            return
+        self._account_buffered()
+        if len(self.tasks) >= self.server.limits.max_inflight:
+            self._hold("inflight")
+        self.check_unsent()
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self.tasks.discard(task)
+        if len(self.tasks) <= self.server.limits.max_inflight // 2:
+            self._release("inflight")
+
+    def _account_buffered(self) -> None:
+        """Partial frames of all connections stay under max_buffered_bytes."""
+        pending = self.decoder.pending
+        self.server._buffered += pending - self._buffered
+        self._buffered = pending
+        if self.server._buffered > self.server.limits.max_buffered_bytes:
+            self.cut_off(f"its incomplete frame ({pending} bytes) takes the server's partial frames "
+                         f"over max_buffered_bytes ({self.server.limits.max_buffered_bytes})")
+
+    def check_unsent(self) -> None:
+        conn = self.conn
+        if conn is not None and not conn.closed.is_set():
+            unsent = conn.transport.get_write_buffer_size()
+            if unsent > self.server.limits.max_unsent_bytes:
+                self.cut_off(f"{unsent} bytes of responses unread (max_unsent_bytes)")
+
+    def _hold(self, reason: str) -> None:
+        if not self._held and self.conn is not None and not self.conn.transport.is_closing():
+            self.conn.transport.pause_reading()
+        self._held.add(reason)
+
+    def _release(self, reason: str) -> None:
+        if reason in self._held:
+            self._held.discard(reason)
+            if not self._held and self.conn is not None and not self.conn.transport.is_closing():
+                self.conn.transport.resume_reading()
+
+    def cut_off(self, why: str) -> None:
+        """Drop a peer that holds the server's memory (one log line says why)."""
+        conn = self.conn
+        if conn is None or conn.closed.is_set():
+            return
+        self.server.log.warning("cut off peer %s: %s", conn.peer, why)
+        conn.abort()
 
     def eof_received(self) -> bool:
         self._report_truncated()
@@ -425,21 +499,28 @@ class _ServerProtocol(asyncio.Protocol):
     def pause_writing(self) -> None:
         if self.conn is not None:
             self.conn._set_paused(True)
+            self.conn.stalled_since = asyncio.get_running_loop().time()
+            self._hold("unread")  # no new requests while the peer does not read the answers
+            self.check_unsent()
 
     def resume_writing(self) -> None:
         if self.conn is not None:
+            self.conn.stalled_since = None
             self.conn._set_paused(False)
+            self._release("unread")
 
     def connection_lost(self, exc: Exception | None) -> None:
         conn = self.conn
         if conn is None:
             return
         self._report_truncated()  # also when the peer reset the connection (no EOF)
+        self.server._buffered -= self._buffered
+        self._buffered = 0
         for task in self.tasks:
             task.cancel()
         conn.closed.set()
         conn._set_paused(False, ConnectionResetError(f"connection to {conn.peer} lost"))
-        self.server._connections.discard(conn)
+        self.server._connections.pop(conn, None)
         if self.server.on_close is not None:
             self.server.on_close(conn)
 
@@ -456,24 +537,50 @@ class RpcServer:
 
     def __init__(self, host: str, port: int, handler: Handler, log: logging.Logger,
                  max_frame: int = MAX_FRAME_BYTES,
-                 on_close: Callable[[Connection], None] | None = None) -> None:
+                 on_close: Callable[[Connection], None] | None = None,
+                 limits: ServerLimits | None = None) -> None:
         self.host, self.port, self.handler, self.log = host, port, handler, log
         self.max_frame = max_frame
         self.on_close = on_close
+        self.limits = limits or ServerLimits()
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[Connection] = set()
+        self._connections: dict[Connection, _ServerProtocol] = {}
+        self._buffered = 0  # bytes of incomplete frames, all connections
+        self._watcher: asyncio.Task | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _ServerProtocol(self), self.host, self.port)
+        self._watcher = asyncio.create_task(self._watch(), name=f"rpc-limits-{self.port}")
 
     async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections):
             conn.close()
         if self._server is not None:
             await self._server.wait_closed()
+
+    async def _watch(self) -> None:
+        """Cut off peers that stopped reading and close idle connections."""
+        limits = self.limits
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(1.0, limits.stall_timeout_s / 4, limits.idle_timeout_s / 4))
+            now = loop.time()
+            for conn, proto in list(self._connections.items()):
+                proto.check_unsent()
+                if conn.closed.is_set():
+                    continue
+                if conn.stalled_since is not None and now - conn.stalled_since > limits.stall_timeout_s:
+                    proto.cut_off(f"not reading its responses for {now - conn.stalled_since:.1f} s "
+                                  f"(stall_timeout_s), {conn.transport.get_write_buffer_size()} bytes unsent")
+                elif not proto.tasks and now - conn.last_frame > limits.idle_timeout_s:
+                    self.log.info("closing idle connection from %s: no request for %.0f s (idle_timeout_s)",
+                                  conn.peer, now - conn.last_frame)
+                    conn.close()
 
     def _call_handler(self, cmd: Command, conn: Connection) -> Any:
         try:
