@@ -103,14 +103,21 @@ def _clean_up_run(lease: dict[str, Any]) -> str:
     return outcome
 
 
+def stop_run_sut(pool: Pool, inventory: Any, run_dir: Path, record: dict[str, Any]) -> None:
+    """Stop the SUT processes of the run whose run.json is `record` (sut.deploy.DeployError)."""
+    from sut.deploy import Deployer
+    spec = record.get("spec") or {}
+    Deployer(pool, inventory, spec.get("profile") or record.get("profile"), run_dir,
+             timing=spec.get("timing", "default")).stop()
+
+
 def _heal_and_stop(run_dir: Path, record: dict[str, Any], cluster: dict[str, Any]) -> str | None:
     """Undo the run's journal on its nodes and stop its SUT; the problem, or None."""
-    from sut.deploy import DeployError, Deployer
+    from sut.deploy import DeployError
 
     inventory_file = cluster.get("file")
     if not inventory_file or not Path(inventory_file).is_file():
         return "its inventory file is gone" if inventory_file else None
-    spec = record.get("spec") or {}
     try:
         inventory = load(inventory_file)
         with Pool(inventory) as pool:
@@ -119,8 +126,7 @@ def _heal_and_stop(run_dir: Path, record: dict[str, Any], cluster: dict[str, Any
                 report = nuclei.heal(pool, nuclei.Journal(journal_file))
                 if not report.ok:
                     return "; ".join(report.errors)
-            Deployer(pool, inventory, spec.get("profile") or record.get("profile"), run_dir,
-                     timing=spec.get("timing", "default")).stop()
+            stop_run_sut(pool, inventory, run_dir, record)
             # Only now, with no SUT process on it, the crash file system goes (journaled or not).
             if journal_file.exists():
                 report = nuclei.heal(pool, nuclei.Journal(journal_file), unmount=True)

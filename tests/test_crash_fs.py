@@ -20,6 +20,7 @@ import pytest
 from faults.crash import crash_fs_unavailable
 from nuclei import Journal, NucleusError, heal, lazyfs
 from nuclei.lazyfs_node import Dirty
+from sut.deploy import Deployer
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parent.parent
@@ -174,13 +175,40 @@ def test_the_mount_is_gone_after_chaos_heal_when_the_harness_was_killed(node, tm
                             timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert lazyfs.mounted(pool, target.name, target.workdir, mountpoint)
-    chaos = shutil.which("chaos", path=os.path.dirname(sys.executable)) or "chaos"
-    healed = subprocess.run([chaos, "heal", "--store", str(run_dir), "--inventory", str(inventory.source)],
-                            cwd=REPO, capture_output=True, text=True, timeout=180)
-    assert healed.returncode == 0, healed.stdout + healed.stderr
-    assert "unmounted the crash file system" in healed.stdout
-    assert not lazyfs.mounted(pool, target.name, target.workdir, mountpoint)
-    assert not lazyfs.daemon_running(pool, target.name, target.workdir, mountpoint)
+    # The run's SUT keeps its data on the crash file system: the heal must stop it, not pull
+    # the file system from under it.
+    single = inventory.model_copy(update={"nodes": [target]})
+    deployer = Deployer(pool, single, "single-broker", run_dir, timing="fast")
+    (run_dir / "run.json").write_text(json.dumps({"spec": {"profile": "single-broker", "timing": "fast"}}))
+    try:
+        deployer.install()
+        deployer.start()
+        deployer.wait_healthy(60)
+        broker = next(ref for ref in deployer.refs if ref.role == "broker")
+        assert broker.data_dir.startswith(mountpoint)
+        chaos = shutil.which("chaos", path=os.path.dirname(sys.executable)) or "chaos"
+        healed = subprocess.run([chaos, "heal", "--store", str(run_dir), "--inventory", str(inventory.source)],
+                                cwd=REPO, capture_output=True, text=True, timeout=180)
+        assert healed.returncode == 0, healed.stdout + healed.stderr
+        assert not sut_running(broker)
+        assert "stopped its SUT" in healed.stdout and "unmounted the crash file system" in healed.stdout
+        assert not lazyfs.mounted(pool, target.name, target.workdir, mountpoint)
+        assert not lazyfs.daemon_running(pool, target.name, target.workdir, mountpoint)
+    finally:
+        deployer.stop()
+
+
+def sut_running(ref) -> bool:
+    """Whether a deployed SUT process still runs: an argv word is its config path (the local
+    nodes share this host's PID namespace; its pidfile was on the unmounted file system)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if ref.config_path.encode() in argv and b"sut" in argv:
+            return True
+    return False
 
 
 def test_dirty_ranges_merge_into_disjoint_sorted_ranges():

@@ -11,6 +11,7 @@ import nuclei
 from faults.options import describe as describe_option
 from harness.cli import UserError
 from inventory import Inventory, InventoryError, Pool, load
+from nuclei.heal import MOUNT_ACTIONS
 
 JOURNAL = "journal.jsonl"
 # Keys of run.json that may point at the inventory a run used.
@@ -69,7 +70,9 @@ def heal(store_dir: Path | None, inventory_file: Path | None) -> None:
                 click.echo(f"{run}: no {JOURNAL}: nothing was applied")
                 continue
             try:
-                report = nuclei.heal(pool, nuclei.Journal(journal_path), unmount=True)
+                journal = nuclei.Journal(journal_path)
+                _stop_sut_on_crash_fs(pool, inventory, run, journal, problems)
+                report = nuclei.heal(pool, journal, unmount=True)
             except nuclei.JournalError as error:
                 raise UserError(str(error)) from None
             _show(report, problems)
@@ -77,6 +80,29 @@ def heal(store_dir: Path | None, inventory_file: Path | None) -> None:
     if problems:
         raise click.ClickException(f"heal incomplete ({len(problems)} problem(s)); first: {problems[0]}")
     click.echo(f"healed: {len(inventory.nodes)} nodes clean")
+
+
+def _stop_sut_on_crash_fs(pool: Pool, inventory: Inventory, run: Path, journal: nuclei.Journal,
+                          problems: list[str]) -> None:
+    """A crash file system is about to be unmounted: the run's SUT, which keeps its data on
+    it, is stopped first (the heal restarts no killed process there either)."""
+    from harness.stale import stop_run_sut
+    from sut.deploy import DeployError
+
+    if not any(entry.action in MOUNT_ACTIONS for entry in journal.pending()):
+        return
+    record_file = run / "run.json"
+    if not record_file.is_file():
+        click.echo(f"{run}: no run.json: no SUT known to stop before the unmount")
+        return
+    try:
+        record = json.loads(record_file.read_text())
+        stop_run_sut(pool, inventory, run, record if isinstance(record, dict) else {})
+    except (OSError, ValueError, DeployError, InventoryError) as error:
+        click.echo(f"error: {run}: could not stop its SUT before the unmount: {error}", err=True)
+        problems.append(str(error))
+        return
+    click.echo(f"{run}: stopped its SUT (its data was on the crash file system)")
 
 
 def _show(report: nuclei.HealReport, problems: list[str]) -> None:
