@@ -249,7 +249,7 @@ class Shrinker:
         known = self._known.get(_key(candidate))
         if known is not None and known.failing is not None:
             return known.failing
-        attempt = Attempt(len(self.attempts) + 1, step, candidate)
+        attempt = Attempt(sum(1 for a in self.attempts if a.index) + 1, step, candidate)
         self.attempts.append(attempt)
         self._known[_key(candidate)] = attempt
         try:

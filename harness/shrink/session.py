@@ -141,9 +141,17 @@ def shrink(original: OriginalRun, settings: Settings, console: Any, anomaly: str
 
 
 def render_page(record_dir: Path) -> Path | None:
-    """The reproducer page, if the reports package is there (it renders from the record)."""
+    """The reproducer page, if the reports package is there (it renders from the record),
+    and the run's report again, which then links it."""
     try:
+        import reports
         from reports.shrink import render
     except ImportError:
         return None
-    return render(record_dir)
+    page = render(record_dir)
+    if (record_dir.parent / "report" / "index.html").is_file():
+        try:
+            reports.render_run(record_dir.parent)
+        except Exception:  # noqa: BLE001 - the reproducer page stands without the link
+            pass
+    return page
