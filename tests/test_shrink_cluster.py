@@ -1,0 +1,85 @@
+"""A real shrink: a seeded controller-unclean run with a nameserver kill, a controller
+suspend, a broker master partition and packet loss on the controllers loses acknowledged
+messages; `chaos shrink` (its search, real runs through the run lifecycle, the Spark
+checkers) finds that the master partition alone, longer than failure detection, still
+loses them. The candidates replay their schedules: faults start at the scheduled offsets.
+
+CI's short form (CHAOS_LONG=short) uses `--timing fast` and one try per candidate with a
+budget that covers the window search; one 5-node cluster serves every run.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness import schedule as schedule_file
+from harness.run import RunLifecycle, check
+from harness.shrink import original as original_run
+from harness.shrink.search import Settings
+from harness.shrink.session import shrink
+from harness.spec import build_spec
+from sut.profiles import failure_detection_s
+
+SHORT = os.environ.get("CHAOS_LONG", "short") == "short"
+TIMING = "fast" if SHORT else "default"
+SCALE = 1 if SHORT else 10
+DETECTION = failure_detection_s("controller-unclean", TIMING)
+MIXED = schedule_file.Schedule(
+    profile="controller-unclean", workload="queue", seed=21, timing=TIMING,
+    shape=schedule_file.Shape(time=16 * SCALE, recovery=3.5 * SCALE, rate=100, concurrency=6, queues=2, keys=3),
+    windows=(
+        schedule_file.FaultWindow(fault="random-kill", targets=("nameservers",), start=1 * SCALE, length=2 * SCALE),
+        schedule_file.FaultWindow(fault="leader-suspend", targets=("controllers",), start=3.5 * SCALE,
+                                  length=1 * SCALE),
+        schedule_file.FaultWindow(fault="leader-partition", targets=("brokers",), start=5.5 * SCALE,
+                                  length=4 * SCALE),
+        schedule_file.FaultWindow(fault="random-loss:probability=0.3", targets=("controllers",), start=11 * SCALE,
+                                  length=3 * SCALE),
+    ))
+SETTINGS = Settings(tries=1, max_runs=3, confirm=0) if SHORT else Settings()
+
+pytestmark = [pytest.mark.long, pytest.mark.cluster, pytest.mark.root, pytest.mark.spark]
+
+
+def lost(run_dir) -> int:
+    results = json.loads((run_dir / "results.json").read_text())
+    return results["checkers"]["queue"]["counts"].get("lost", 0)
+
+
+def test_a_mixed_failing_run_shrinks_to_one_master_partition_that_still_loses_messages(make_cluster, tmp_path):
+    inventory, _ = make_cluster(5)
+    spec = build_spec({**schedule_file.spec_values(MIXED), "inventory": inventory.source, "store": tmp_path,
+                       "check": False})
+    outcome = RunLifecycle(spec, Console(stderr=True), show_progress=False).execute()
+    assert outcome.status == "complete", outcome.error
+    assert schedule_file.load(outcome.run.path / "schedule.yaml") == MIXED
+    check([outcome.run.path])
+    assert lost(outcome.run.path) > 0, "the mixed schedule did not lose messages"
+
+    original = original_run.load(outcome.run.path)
+    result = shrink(original, SETTINGS, Console(stderr=True), log=print)
+    minimal = result.outcome.minimal
+    assert [(w.fault, w.targets) for w in minimal.windows] == [("leader-partition", ("brokers",))]
+    assert minimal.windows[0].length > DETECTION
+    assert result.outcome.minimal_failed >= 1
+
+    record = json.loads((result.record_dir / "shrink.json").read_text())
+    failing = [t["run"] for a in record["attempts"][1:] if a["failing"]
+               and len(a["windows"]) == 1 for t in a["tries"] if t["same_failure"]]
+    assert failing, record["attempts"]
+    run_dir = Path(failing[-1])
+    assert lost(run_dir) > 0
+    # the candidate replayed its schedule: the partition started at its offset
+    replayed = schedule_file.load(run_dir / "schedule.yaml")
+    assert [w.fault for w in replayed.windows] == ["leader-partition"]
+    origin = json.loads((run_dir / "run.json").read_text())
+    nemesis = [json.loads(line) for line in (run_dir / "nemesis.jsonl").read_text().splitlines() if line.strip()]
+    starts = [e for e in nemesis if e["value"]["phase"] == "start"]
+    assert [e["f"] for e in starts] == ["leader-partition"] and not starts[0].get("error")
+    assert origin["plan"]["faults"][0]["offset_s"] == replayed.windows[0].start
+    assert result.page.is_file() and "data-schedule=\"minimal\"" in result.page.read_text()
+    assert "chaos run --schedule" in result.command
