@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+import nuclei
 from harness import schedule as schedule_file
 from harness.run import RunLifecycle, check
 from harness.shrink import original as original_run
@@ -43,6 +48,14 @@ MIXED = schedule_file.Schedule(
 SETTINGS = Settings(tries=1, max_runs=2, confirm=0) if SHORT else Settings()
 
 pytestmark = [pytest.mark.long, pytest.mark.cluster, pytest.mark.root, pytest.mark.spark]
+CHAOS = str(Path(sys.executable).parent / "chaos")
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def inventory(make_cluster):
+    """One 5-node cluster for every run of this module."""
+    return make_cluster(5)[0]
 
 
 def lost(run_dir) -> int:
@@ -50,8 +63,42 @@ def lost(run_dir) -> int:
     return results["checkers"]["queue"]["counts"].get("lost", 0)
 
 
-def test_a_mixed_failing_run_shrinks_to_one_master_partition_that_still_loses_messages(make_cluster, tmp_path):
-    inventory, _ = make_cluster(5)
+def test_ctrl_c_during_a_shrink_heals_the_nodes_and_keeps_the_best_schedule(inventory, tmp_path):
+    """A stored INVALID run (its results written here: what matters is the shrink, not
+    the verdict) whose candidates run for real; SIGINT once the first try's fault is on."""
+    run = tmp_path / "store" / "20260101T000000Z-aaaa" / "runs" / "stored"
+    (run / "history").mkdir(parents=True)
+    stored = MIXED.replace(windows=[w.model_dump() for w in MIXED.windows[:2]], shape={"time": 30 * SCALE})
+    schedule_file.save(run / "schedule.yaml", stored)
+    (run / "run.json").write_text(json.dumps({"kind": "run", "spec": {"profile": stored.profile},
+                                              "cluster": {"source": "inventory", "file": str(inventory.source)}}))
+    (run / "results.json").write_text(json.dumps({"valid": False, "checkers": {"queue": {
+        "valid": False, "counts": {"lost": 3}}}}))
+    proc = subprocess.Popen([CHAOS, "shrink", str(run), "--tries", "1"], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        nemesis = tmp_path / "store"
+        while not any('"phase":"start"' in f.read_text() for f in nemesis.glob("*-shrink/runs/try-001/nemesis.jsonl")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    (try_dir,) = nemesis.glob("*-shrink/runs/try-001")
+    record = json.loads((try_dir / "run.json").read_text())
+    assert record["status"] == "interrupted" and "heal" in record["timings"]["phases"], record
+    assert nuclei.Journal(try_dir / "journal.jsonl").pending() == []
+    shrink_record = json.loads((run / "shrink" / "shrink.json").read_text())
+    assert shrink_record["status"] == "interrupted"
+    assert schedule_file.load(run / "shrink" / "minimal.yaml") == stored
+    assert "reproduction:" in out and (run / "shrink" / "index.html").is_file()
+
+
+def test_a_mixed_failing_run_shrinks_to_one_master_partition_that_still_loses_messages(inventory, tmp_path):
     spec = build_spec({**schedule_file.spec_values(MIXED), "inventory": inventory.source, "store": tmp_path,
                        "check": False})
     outcome = RunLifecycle(spec, Console(stderr=True), show_progress=False).execute()
