@@ -118,7 +118,7 @@ def shrink(original: OriginalRun, settings: Settings, console: Any, anomaly: str
     def on_attempt(attempt: Attempt) -> None:
         recorder.attempt(attempt)
         if attempt.index and attempt.failing is not None:
-            verdict = "fails" if attempt.failing else "passes"
+            verdict = attempt.note or ("fails" if attempt.failing else "passes")
             sized = size(attempt.schedule)
             log(f"attempt {attempt.index} ({attempt.step}): {verdict} "
                 f"({attempt.failed_tries}/{len(attempt.tries)} tries with {target}); "
