@@ -38,7 +38,7 @@ KNOWN_BAD = {"partition": ("leader-partition", ("brokers",)), "crash": ("leader-
 
 def known_bad(profile: str) -> tuple[str, tuple[str, ...]]:
     families = profiles.get(profile).unsafe_under
-    family = "partition" if "partition" in families else families[0]
+    family = "partition" if "partition" in families or not families else families[0]
     return KNOWN_BAD.get(family, (f"leader-{family}", ("brokers",)))
 
 
