@@ -28,7 +28,7 @@ from harness.shrink import failure
 from harness.shrink import original as original_run
 from harness.shrink.search import LEAD_S, TAIL_S, Settings, size
 from harness.shrink.session import shrink
-from harness.spec import RunSpec, build_spec
+from harness.spec import RunSpec, SpecError, build_spec
 from inventory import netns
 from sut import profiles
 
@@ -47,12 +47,13 @@ def mixed(profile: str, seed: int, timing: str, bug: str | None = None) -> sched
     fault, roles = known_bad(profile)
     window = profiles.failover_window_s(profile, timing)
     other = ("controllers",) if profiles.get(profile).mode == "controller" else ("nameservers",)
+    # packet loss needs two nodes; a one-node profile gets a second nameserver kill instead
+    noise = "random-loss:probability=0.3" if profiles.get(profile).nodes_needed > 1 else "random-kill"
     W = schedule_file.FaultWindow
     windows = (W(fault="random-kill", targets=("nameservers",), start=1.0, length=round(window / 2, 3)),
                W(fault="random-suspend", targets=other, start=round(2 + window / 2, 3), length=1.0),
                W(fault=fault, targets=roles, start=round(4 + window / 2, 3), length=round(window + 0.5, 3)),
-               W(fault="random-loss:probability=0.3", targets=other, start=round(5.5 + 1.5 * window, 3),
-                 length=round(window, 3)))
+               W(fault=noise, targets=other, start=round(5.5 + 1.5 * window, 3), length=round(window, 3)))
     time_s = round(windows[-1].end + 1.0, 3)
     return schedule_file.Schedule(profile=profile, workload="queue", seed=seed, timing=timing,
                                   shape=schedule_file.Shape(time=time_s, recovery=window, rate=100, concurrency=6,
@@ -76,7 +77,10 @@ def ratio(a: float, b: float) -> str:
 def one(profile: str, args: argparse.Namespace, inventory: Path, store: Path, bug: str | None = None) -> str:
     plan = mixed(profile, args.seed, args.timing, bug)
     values = {**schedule_file.spec_values(plan), "inventory": inventory, "store": store, "check": False}
-    spec: RunSpec = build_spec(values)
+    try:
+        spec: RunSpec = build_spec(values)
+    except SpecError as exc:
+        return f"| {profile} | refused: {exc} |"
     began = time.monotonic()
     outcome = RunLifecycle(spec, Console(stderr=True), show_progress=False).execute()
     if outcome.status != "complete":
