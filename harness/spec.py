@@ -298,10 +298,10 @@ class RunSpec(BaseModel):
         return any(text.split(":")[0] != NO_FAULT for text in self.faults)
 
     @property
-    def shortest_window_s(self) -> float:
-        """The shortest fault window (explicit windows may differ; the cycle's are all --fault-duration)."""
+    def longest_window_s(self) -> float:
+        """The longest fault window (explicit windows differ; the cycle's are all --fault-duration)."""
         lengths = [w.length for w in self.windows or () if w.name != NO_FAULT]
-        return min(lengths) if lengths else self.duration
+        return max(lengths) if lengths else self.duration
 
     @property
     def detection_s(self) -> float:
@@ -311,9 +311,9 @@ class RunSpec(BaseModel):
     def failover_warning(self) -> str | None:
         """Why this run's fault windows cannot exercise a failover, or None."""
         needed = profiles.failover_window_s(self.profile, self.timing)
-        if not self.has_faults or self.shortest_window_s >= needed:
+        if not self.has_faults or self.longest_window_s >= needed:
             return None
-        return (f"warning: faults last {self.shortest_window_s:g}s but {self.profile} needs {self.detection_s:g}s "
+        return (f"warning: faults last {self.longest_window_s:g}s but {self.profile} needs {self.detection_s:g}s "
                 f"to detect a failed master ({needed:g}s with margin, timing {self.timing}): no failover "
                 f"will be exercised; drop --interval/--fault-duration or raise them to {needed:g}")
 
