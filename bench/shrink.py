@@ -97,7 +97,8 @@ def one(profile: str, args: argparse.Namespace, inventory: Path, store: Path, bu
     return (f"| {profile}{' + ' + bug if bug else ''} | {', '.join(sorted(failure.classes(results)))} "
             f"| {fmt(o)} | {fmt(s)} | {fmt(m)} | {ratio(s['windows'], m['windows'])} / "
             f"{ratio(s['fault_seconds'], m['fault_seconds'])} / {ratio(s['seconds'], m['seconds'])} / "
-            f"{ratio(s['operations'], m['operations'])} | {result.outcome.minimal_failed}/{result.outcome.minimal_tries} "
+            f"{ratio(s['operations'], m['operations'])} "
+            f"| {result.outcome.minimal_failed}/{result.outcome.minimal_tries} "
             f"| {result.outcome.runs} | {time.monotonic() - began:.0f} s |")
 
 

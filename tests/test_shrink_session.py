@@ -81,7 +81,8 @@ def test_the_record_the_minimal_schedule_and_the_page(tmp_path):
     assert result.outcome.status == "done"
     record = json.loads((result.record_dir / "shrink.json").read_text())
     assert record["status"] == "done" and record["target"] == "lost"
-    assert record["attempts"][0]["step"] == "original" and [a["index"] for a in record["attempts"]] == list(range(len(record["attempts"])))
+    assert record["attempts"][0]["step"] == "original"
+    assert [a["index"] for a in record["attempts"]] == list(range(len(record["attempts"])))
     assert sum(len(a["tries"]) for a in record["attempts"][1:]) == result.outcome.runs == record["runs"]
     assert record["reproduction"] == {"tries": 2, "failed": 2, "rate": 1.0}
     assert "chaos run --schedule" in record["command"] and str(original.inventory) in record["command"]

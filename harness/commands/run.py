@@ -159,7 +159,8 @@ def with_schedule(path: Path, values: dict[str, Any]) -> dict[str, Any]:
     from harness import schedule
     for clash in ("faults", "interval", "duration", "targets"):
         if values.get(clash) is not None:
-            option = {"faults": "--fault", "duration": "--fault-duration", "targets": "--target"}.get(clash, f"--{clash}")
+            option = {"faults": "--fault", "duration": "--fault-duration",
+                      "targets": "--target"}.get(clash, f"--{clash}")
             raise UserError(f"--schedule {path}: give the fault windows in the file, not {option}")
     try:
         replay = schedule.spec_values(schedule.load(path))

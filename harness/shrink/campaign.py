@@ -36,7 +36,8 @@ def first_failing_runs(campaign_dir: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def nodes_for(inventory_file: Path | None, nodes: int, provider_name: str, say: Callable[[str], None]) -> Iterator[Path]:
+def nodes_for(inventory_file: Path | None, nodes: int, provider_name: str,
+              say: Callable[[str], None]) -> Iterator[Path]:
     """The campaign's inventory file, or a local cluster for the shrinks (taken down after)."""
     if inventory_file is not None:
         yield inventory_file
