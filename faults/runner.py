@@ -13,13 +13,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import nuclei
 from faults import registry
 from faults.context import FaultContext, FaultError
 from faults.schedule import ScheduledEvent
+from faults.targets import normalize_roles
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,8 @@ class ScheduleRunner:
     def _start(self, event: ScheduledEvent) -> None:
         name = event.fault.name
         ctx = self.ctx.with_rng(event.seed)
+        if event.roles is not None:
+            ctx = replace(ctx, target_roles=normalize_roles(list(event.roles)))
         began = ctx.now_ns()
         try:
             nemesis = registry.create(name, **dict(event.fault.options))

@@ -105,7 +105,8 @@ class ScheduledEvent:
 
     `window` counts fault windows, `slot` tells the main fault (0) from the
     overlapping ones (1, 2, ...) of one window, and `seed` seeds the RNG the
-    start draws its targets from.
+    start draws its targets from. `roles`, when given, limits this fault's
+    targets to those roles instead of the run's (an explicit schedule's window).
     """
 
     offset: float
@@ -114,6 +115,7 @@ class ScheduledEvent:
     window: int
     slot: int
     seed: int
+    roles: tuple[str, ...] | None = None
 
 
 def events(seed: int | str, spec: ScheduleSpec, total: float | None = None) -> Iterator[ScheduledEvent]:

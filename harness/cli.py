@@ -26,6 +26,7 @@ COMMANDS = {
     "gc": "harness.commands.gc",
     "report": "harness.commands.report",
     "serve": "harness.commands.serve",
+    "shrink": "harness.commands.shrink",
 }
 
 

@@ -36,6 +36,7 @@ import nuclei
 import workloads
 from harness.signals import deferred_stop, run_stoppable, stop_reason
 from harness.stale import release_lease, take_lease
+from harness import schedule as schedule_file
 from harness.spec import RunSpec
 from harness.store import RunDir, Store, slug, write_json, write_text
 from inventory import Inventory, InventoryError, Pool, docker, load, netns
@@ -64,6 +65,8 @@ def make_workload(spec: RunSpec) -> Workload:
 
 def fault_schedule(spec: RunSpec, fault_specs: list[faults.FaultSpec] | None = None) -> list[faults.ScheduledEvent]:
     """The fault schedule of the run: a pure function of (seed, spec)."""
+    if spec.windows is not None:
+        return schedule_file.events(spec.windows, spec.seed)
     specs = fault_specs or [faults.FaultSpec.parse(text) for text in spec.faults]
     schedule = faults.ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.duration,
                                    overlap=[faults.FaultSpec.parse(text) for text in spec.overlap])
@@ -309,6 +312,7 @@ class RunLifecycle:
         self.workload = make_workload(spec)
         self.ops = operation_plan(spec, self.workload)
         self.record.summary = plan_summary(spec, self.ops)
+        schedule_file.save(self.run.path / schedule_file.FILE_NAME, schedule_file.from_spec(spec))
         if spec.failover_warning():
             self.record.notes.append(spec.failover_warning())
 

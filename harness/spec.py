@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import workloads
 from harness.bounds import run_size_problem
+from harness.schedule import FaultWindow
 from harness.store import StoreError, check_writable
 from sut import profiles
 from workloads.base import WorkloadOptions
@@ -28,7 +29,7 @@ OPTION_NAMES = {
     "store": "--store", "queues": "--queues", "keys": "--keys", "ordered": "--ordered",
     "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
     "op_timeout": "--op-timeout", "timing": "--timing", "duration": "--fault-duration",
-    "provider": "--provider",
+    "provider": "--provider", "windows": "--schedule",
     "rto_threshold_s": "--rto-threshold", "min_availability": "--min-availability",
 }
 NO_FAULT = "noop"
@@ -172,6 +173,8 @@ class RunSpec(BaseModel):
     # fault options
     targets: tuple[str, ...] = Field((), description="roles faults may hit (empty: every role)")
     overlap: tuple[str, ...] = Field((), description="faults started inside every window of the main ones")
+    windows: tuple[FaultWindow, ...] | None = Field(None, description="explicit fault windows (--schedule) "
+                                                    "instead of the seeded interval/duration cycle")
     route_refresh: float | None = Field(None, gt=0, description="client routing: None re-reads routes after a "
                                         "failure; seconds = RocketMQ's periodic refresh at that interval")
     # SUT
@@ -269,7 +272,9 @@ class RunSpec(BaseModel):
         low, high = local_node_limits()
         if self.nodes is not None and not low <= self.nodes <= high:
             raise ValueError(f"--nodes {self.nodes}: a local cluster has {low} to {high} nodes")
-        if self.has_faults and self.time < self.interval + self.duration:
+        if self.windows is not None:
+            check_windows(self)
+        elif self.has_faults and self.time < self.interval + self.duration:
             raise ValueError(
                 f"--time {self.time:g}s is shorter than one fault interval: each fault comes after "
                 f"--interval {self.interval:g}s of quiet and lasts --fault-duration {self.duration:g}s "
@@ -293,7 +298,15 @@ class RunSpec(BaseModel):
 
     @property
     def has_faults(self) -> bool:
+        if self.windows is not None:
+            return any(window.name != NO_FAULT for window in self.windows)
         return any(text.split(":")[0] != NO_FAULT for text in self.faults)
+
+    @property
+    def longest_window_s(self) -> float:
+        """The longest fault window (explicit windows differ; the cycle's are all --fault-duration)."""
+        lengths = [w.length for w in self.windows or () if w.name != NO_FAULT]
+        return max(lengths) if lengths else self.duration
 
     @property
     def detection_s(self) -> float:
@@ -303,9 +316,9 @@ class RunSpec(BaseModel):
     def failover_warning(self) -> str | None:
         """Why this run's fault windows cannot exercise a failover, or None."""
         needed = profiles.failover_window_s(self.profile, self.timing)
-        if not self.has_faults or self.duration >= needed:
+        if not self.has_faults or self.longest_window_s >= needed:
             return None
-        return (f"warning: faults last {self.duration:g}s but {self.profile} needs {self.detection_s:g}s "
+        return (f"warning: faults last {self.longest_window_s:g}s but {self.profile} needs {self.detection_s:g}s "
                 f"to detect a failed master ({needed:g}s with margin, timing {self.timing}): no failover "
                 f"will be exercised; drop --interval/--fault-duration or raise them to {needed:g}")
 
@@ -316,6 +329,20 @@ class RunSpec(BaseModel):
     def summary(self) -> str:
         return (f"{self.profile} / {self.workload} / {self.fault_label}, {self.time:g}s, "
                 f"rate {self.rate:g}/s, concurrency {self.concurrency}, seed {self.seed}")
+
+
+def check_windows(spec: RunSpec) -> None:
+    """Explicit windows: known faults, within the main phase."""
+    import faults
+    for index, window in enumerate(spec.windows or ()):
+        try:
+            check_fault(window.fault)
+            faults.normalize_roles(list(window.targets))
+        except (ValueError, faults.TargetError) as exc:
+            raise ValueError(f"window {index + 1} ({window.fault} at {window.start:g}s): {exc}") from None
+        if window.end > spec.time + 1e-6:
+            raise ValueError(f"window {index + 1} ({window.fault} at {window.start:g}s for {window.length:g}s) "
+                             f"ends after --time {spec.time:g}s")
 
 
 def describe_error(error: ValidationError) -> str:

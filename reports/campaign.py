@@ -50,6 +50,7 @@ class RunRow:
     latency_p99_ms: float | None = None
     failovers: int | None = None
     report: str | None = None       # the run's report, relative to the campaign folder
+    reproducer: str | None = None   # its `chaos shrink` page, if it was shrunk
 
     @property
     def outcome(self) -> Any:
@@ -172,6 +173,9 @@ def run_row(campaign_dir: Path, planned: dict[str, Any], done: dict[str, Any] | 
     row.latency_p50_ms, row.latency_p99_ms = _number(latency.get("p50_ms")), _number(latency.get("p99_ms"))
     if facts.report.is_file():
         row.report = relative_url(facts.report, campaign_dir)
+    reproducer = facts.report.parent.parent / "shrink" / "index.html"
+    if reproducer.is_file():
+        row.reproducer = relative_url(reproducer, campaign_dir)
     return row
 
 

@@ -386,6 +386,8 @@ def _nav(report_dir: Path, run_dir: Path, current: str) -> list[dict[str, Any]]:
         nav.append(dict(label="campaign", href=relative_url(campaign / "index.html", report_dir), current=False))
     nav += [dict(label="report", href="index.html", current=current == "report"),
             dict(label="timeline", href="timeline.html", current=current == "timeline")]
+    if (run_dir / "shrink" / "index.html").is_file():
+        nav.append(dict(label="reproducer", href="../shrink/index.html", current=False))
     return nav
 
 

@@ -158,6 +158,8 @@ class Campaign(Strict):
     client: Client = Client()
     trend: Trend = Trend()
     reference: Reference | None = None
+    shrink: bool = Field(False, description="after the campaign, shrink the first failing run of each failing cell")
+    shrink_minutes: float = Field(15.0, gt=0, description="time budget of all the shrinks together")
 
     @field_validator("profiles", "workloads", "faults")
     @classmethod

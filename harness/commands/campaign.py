@@ -27,7 +27,11 @@ def register(cli: click.Group) -> None:
 @click.option("--store", "-s", type=click.Path(path_type=Path), default=Path("store"), show_default=True,
               help="Store directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress display.")
-def campaign(file: Path, resume: bool, only: str | None, dry_run: bool, store: Path, quiet: bool) -> None:
+@click.option("--shrink", "shrink_failing", is_flag=True,
+              help="Afterwards shrink the first failing run of each failing cell (as `shrink: true`; "
+                   "budget `shrink_minutes`); index.html links the reproducers.")
+def campaign(file: Path, resume: bool, only: str | None, dry_run: bool, store: Path, quiet: bool,
+             shrink_failing: bool) -> None:
     """Run the campaign in FILE: every profile x workload x fault x repeat on one
     cluster, one run at a time, checked with one Spark session; then the gates,
     the pages (index.html, compare.html, the store's trend.html) and a summary.
@@ -60,6 +64,8 @@ def campaign(file: Path, resume: bool, only: str | None, dry_run: bool, store: P
     console.print(f"chaos campaign {spec.name}: {left} of {len(the_plan.runs)} runs to go, "
                   f"store {runner.path}", highlight=False, soft_wrap=True)
     outcome = runner.execute()
+    if (shrink_failing or spec.shrink) and outcome.status == "complete":
+        shrink_after(runner.path, spec, console)
     print_summary(runner.path)
     if outcome.error:
         console.print(f"[red]campaign {outcome.status}:[/] {outcome.error}", highlight=False, soft_wrap=True)
@@ -68,6 +74,21 @@ def campaign(file: Path, resume: bool, only: str | None, dry_run: bool, store: P
     click.echo(f"index: {outcome.path / 'index.html'}")
     click.echo(serve_hint(outcome.path))
     sys.exit(outcome.exit_code)
+
+
+def shrink_after(campaign_dir: Path, spec: Any, console: Console) -> None:
+    """Shrink the failing cells' first failing runs, then render index.html again with the links."""
+    from harness.shrink.campaign import nodes_for, shrink_failing
+    from harness.shrink.search import Settings
+    from harness.signals import stop_signals
+    from reports.campaign import render_campaign
+    choice = spec.inventory
+    try:
+        with stop_signals(), nodes_for(choice.file, choice.nodes or 5, choice.provider, click.echo) as inventory:
+            shrink_failing(campaign_dir, Settings(), spec.shrink_minutes * 60, inventory, console, click.echo)
+    except KeyboardInterrupt:
+        click.echo("shrinking stopped: the nodes are healed, the reproducers found so far are kept")
+    render_campaign(campaign_dir)
 
 
 def _show_plan(spec: Any, the_plan: Any, store: Path) -> None:

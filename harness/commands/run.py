@@ -104,10 +104,13 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
               help="Seconds each fault window's recovery time may take; longer is invalid [default: none].")
 @click.option("--min-availability", type=float,
               help="Share (0 to 1) of writes inside fault windows that must succeed [default: none].")
+@click.option("--schedule", "schedule_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Replay a schedule file (a run's schedule.yaml, or `chaos shrink`'s minimal one): its "
+                   "profile, seed, workload shape and fault windows; other options given here override it.")
 @click.option("--dry-run", is_flag=True, help="Validate and print the schedules; start nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress line.")
 def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...], no_check: bool,
-        mix: str | None, dry_run: bool, quiet: bool, **options: Any) -> None:
+        mix: str | None, dry_run: bool, quiet: bool, schedule_path: Path | None, **options: Any) -> None:
     """Run one chaos test: deploy the SUT, drive the workload while faults are
     injected, heal, drain, check, and exit 0 (valid), 1 (invalid) or 2 (unknown).
 
@@ -118,6 +121,8 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     console = Console(stderr=True)
     values = dict(options, faults=faults or None, time=time_s, targets=targets or None,
                   mix=_parse_mix(mix), check=False if no_check else None)
+    if schedule_path is not None:
+        values = with_schedule(schedule_path, values)
     try:
         spec = build_spec(values, check_store=False)
         if not dry_run:  # what a real run needs, still before anything exists
@@ -147,6 +152,21 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     click.echo(f"store: {outcome.run.path}")
     _show_report(outcome.run.report_dir / "index.html")
     sys.exit(code)
+
+
+def with_schedule(path: Path, values: dict[str, Any]) -> dict[str, Any]:
+    """The schedule file's values under the options given on the command line."""
+    from harness import schedule
+    for clash in ("faults", "interval", "duration", "targets"):
+        if values.get(clash) is not None:
+            option = {"faults": "--fault", "duration": "--fault-duration",
+                      "targets": "--target"}.get(clash, f"--{clash}")
+            raise UserError(f"--schedule {path}: give the fault windows in the file, not {option}")
+    try:
+        replay = schedule.spec_values(schedule.load(path))
+    except schedule.ScheduleFileError as exc:
+        raise UserError(str(exc)) from None
+    return {**replay, **{key: value for key, value in values.items() if value is not None}}
 
 
 def _show_report(page: Path) -> None:
@@ -180,6 +200,8 @@ def run_findings(run_dir: Path) -> str | None:
 
 def _show_plan(spec: RunSpec, summary: dict[str, Any]) -> None:
     click.echo(f"run: {spec.summary()}")
+    if spec.windows is not None:
+        click.echo(f"fault windows: {len(spec.windows)} from the schedule file")
     click.echo(spec.failover_warning() or f"fault windows: {spec.duration:g}s after {spec.interval:g}s quiet "
                f"(failure detection {spec.detection_s:g}s), recovery {spec.recovery:g}s")
     ops = ", ".join(f"{f} {n}" for f, n in sorted(summary["by_f"].items()))

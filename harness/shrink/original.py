@@ -1,0 +1,101 @@
+"""The run to shrink, read from the store and refused early when it cannot be shrunk.
+
+Refused, each with one line (ShrinkRefused): a path that is not a run, a run
+that is valid or has no verdict, a run recorded by an older harness (no
+schedule.yaml), a run whose profile no longer exists, or one whose nodes are
+gone (a cluster brought up for the run and taken down after it, or an
+inventory file that no longer exists) unless other nodes are given.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import schedule as schedule_file
+from harness.shrink import failure
+from harness.spec import known_profiles
+from harness.store import RunDir, StoreError, find_run_dir, read_json
+
+# Settings of the original run that a candidate keeps (the schedule carries the rest).
+KEPT = ("op_timeout", "drain_timeout", "route_refresh", "targets", "spark_master",
+        "rto_threshold_s", "min_availability", "provider")
+
+
+class ShrinkRefused(ValueError):
+    """The run cannot be shrunk: one line saying why."""
+
+
+@dataclass(frozen=True)
+class OriginalRun:
+    """A failing run: where it is, what it ran, how it failed, where its nodes are."""
+
+    run: RunDir
+    schedule: schedule_file.Schedule
+    classes: frozenset[str]
+    spec: dict[str, Any]
+    inventory: Path
+
+    @property
+    def store(self) -> Path:
+        return self.run.path.parent.parent.parent
+
+    def base_values(self) -> dict[str, Any]:
+        """RunSpec values every candidate shares (the schedule supplies the others)."""
+        kept = {key: self.spec[key] for key in KEPT if self.spec.get(key) is not None}
+        return {**kept, "inventory": self.inventory, "store": self.store, "check": False}
+
+
+def load(path: Path, inventory: Path | None = None) -> OriginalRun:
+    """The run at `path`, or ShrinkRefused."""
+    try:
+        run = find_run_dir(path)
+        record = read_json(run.run_json)
+    except StoreError as exc:
+        raise ShrinkRefused(str(exc)) from None
+    schedule_path = run.path / schedule_file.FILE_NAME
+    if not isinstance(record, dict) or "spec" not in record or not schedule_path.is_file():
+        raise ShrinkRefused(f"{run.path}: recorded by an older harness (no {schedule_file.FILE_NAME}); "
+                            f"replay it with `chaos run` and its seed, then shrink the new run")
+    try:
+        schedule = schedule_file.load(schedule_path)
+    except schedule_file.ScheduleFileError as exc:
+        raise ShrinkRefused(f"{exc} (recorded by an older harness?)") from None
+    if schedule.profile not in known_profiles():
+        raise ShrinkRefused(f"{run.path}: profile {schedule.profile!r} no longer exists "
+                            f"(known: {', '.join(known_profiles())})")
+    classes = _classes(run)
+    return OriginalRun(run, schedule, classes, record["spec"], _nodes(run, record, inventory))
+
+
+def _classes(run: RunDir) -> frozenset[str]:
+    if not run.results_file.is_file():
+        raise ShrinkRefused(f"{run.path}: not checked (no results.json); run `chaos check {run.path}` first")
+    try:
+        results = read_json(run.results_file)
+    except StoreError as exc:
+        raise ShrinkRefused(str(exc)) from None
+    valid = results.get("valid") if isinstance(results, dict) else None
+    if valid is True:
+        raise ShrinkRefused(f"{run.path}: the run is valid; only a failing (INVALID) run can be shrunk")
+    found = failure.classes(results)
+    if valid is not False or not found:
+        raise ShrinkRefused(f"{run.path}: no named anomaly (verdict {valid!r}); only an INVALID run can be shrunk")
+    return found
+
+
+def _nodes(run: RunDir, record: dict[str, Any], inventory: Path | None) -> Path:
+    """The inventory the candidates run on: the given one, else the run's if it still exists."""
+    if inventory is not None:
+        if not inventory.is_file():
+            raise ShrinkRefused(f"--inventory {inventory}: no such file")
+        return inventory
+    cluster = record.get("cluster") or {}
+    source = cluster.get("file") or (record.get("inventory") or {}).get("source")
+    if cluster.get("source") == "provisioned" or not source:
+        raise ShrinkRefused(f"{run.path}: its nodes are gone (a cluster brought up for the run and taken "
+                            f"down after it); bring nodes up (`chaos up`) and pass --inventory FILE")
+    if not Path(source).is_file():
+        raise ShrinkRefused(f"{run.path}: its nodes are gone (inventory {source} no longer exists); "
+                            f"pass --inventory FILE")
+    return Path(source)
