@@ -18,6 +18,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.spec import check_fault, known_profiles, known_workloads
+from sut import bugs as bug_library
 from sut import profiles
 
 # `a+b` in a fault entry: `a` cycles, `b` overlaps inside every window of `a`.
@@ -45,6 +46,7 @@ def _fault_entry(entry: str) -> str:
 
 
 ProfileName = Annotated[str, _known("profile", known_profiles)]
+BugName = Annotated[str, _known("bug", bug_library.known)]
 WorkloadName = Annotated[str, _known("workload", known_workloads)]
 FaultEntry = Annotated[str, AfterValidator(_fault_entry)]
 
@@ -97,6 +99,7 @@ class Thresholds(Strict):
 class Gates(Strict):
     """Which gates decide the exit code (DESIGN.md 8b); each can be switched off."""
 
+    safe_valid: bool = True
     no_lost_on_safe: bool = True
     unsafe_found: bool = True
     no_unknown: bool = True
@@ -142,6 +145,7 @@ class Campaign(Strict):
     profiles: tuple[ProfileName, ...] = Field(min_length=1)
     workloads: tuple[WorkloadName, ...] = ("queue",)
     faults: tuple[FaultEntry, ...] = Field(min_length=1)
+    bugs: tuple[BugName, ...] = Field((), description="library bugs switched on in every run (sut/bugs.py)")
     targets: tuple[str, ...] = ()
     timing: str = "default"
     durations: Durations
@@ -158,7 +162,7 @@ class Campaign(Strict):
     trend: Trend = Trend()
     reference: Reference | None = None
 
-    @field_validator("profiles", "workloads", "faults")
+    @field_validator("profiles", "workloads", "faults", "bugs")
     @classmethod
     def _no_repeats(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(value)) != len(value):
