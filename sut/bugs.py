@@ -43,7 +43,8 @@ BUGS: dict[str, Bug] = {bug.name: bug for bug in (
         "a Raft voter grants its vote to a candidate whose log is behind its own",
         "Raft paper section 5.4.1 (election restriction)",
         "lost: a rejoining stale leader with a higher term wins and truncates committed entries",
-        ("partition",), ("dledger",), ("broker",)),
+        # a master partition heals before the isolated leader's term overtakes the majority's
+        ("partition",), ("dledger",), ("broker",), needs_faults=("partition-majorities-ring",)),
     Bug("ack-without-sync-state-set",
         "a Controller-mode master acknowledges a send before the SyncStateSet members have it",
         "RocketMQ issue 7017 (an old master cut off from the controller keeps acknowledging); "

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from harness.campaign import load_campaign, plan
-from harness.campaign.gates import evaluate
+from harness.campaign.gates import evaluate, families
 from harness.campaign.model import Gates
 from harness.campaign.runner import CampaignRunner
 from harness.cli import cli
@@ -87,6 +87,11 @@ def test_a_bug_exposed_by_the_faults_makes_its_run_a_mutant_that_unsafe_found_mu
     missed = row("controller-3", results(True), bugs=("read-beyond-confirm-offset",))
     gate = by_name(evaluate(Gates(), [missed], PROFILES))["unsafe-found"]
     assert not gate.passed and "bug read-beyond-confirm-offset passed all 1 runs under partition" in gate.detail
+
+
+def test_ring_and_bridge_partitions_are_of_the_partition_family():
+    assert families("partition-majorities-ring+random-loss") == {"partition", "loss"}
+    assert families("bridge") == {"partition"}
 
 
 def test_a_bug_its_faults_do_not_expose_leaves_the_run_held_safe():

@@ -40,11 +40,16 @@ class GateResult:
         return {"name": self.name, "title": self.title, "ok": self.passed, "detail": self.detail}
 
 
+# Partitions whose name does not end in their family's word.
+PARTITION_SHAPES = {"partition-majorities-ring": "partition", "bridge": "partition"}
+
+
 def families(fault_entry: str) -> set[str]:
     """The fault families of a campaign fault entry: `leader-kill+random-partition` -> kill, partition."""
     found = set()
     for text in fault_entry.split(COMBINE):
         name = text.strip().split(":")[0]
+        name = PARTITION_SHAPES.get(name, name)
         found.update(f for f in FAULT_FAMILIES if name == f or name.endswith(f"-{f}"))
     return found
 
