@@ -87,13 +87,25 @@ def freeze_with_unsynced_writes(ctx: FaultContext, node: str, procs: list[Any],
                 frozen += nuclei.pause(ctx.pool, ctx.journal, proc)
             except nuclei.ProcessNotRunning:
                 pass
-        unsynced = int(lazyfs.status(ctx.pool, node, params["workdir"], params["mountpoint"])
-                       .get("unsynced_bytes") or 0)
+        unsynced = unsynced_log_bytes(lazyfs.status(ctx.pool, node, params["workdir"], params["mountpoint"]))
         if unsynced or tries == INSTANT_TRIES or not frozen:
             return frozen, tries, unsynced
         thaw(ctx, frozen)
         time.sleep(ctx.rng.uniform(*INSTANT_PAUSE_S))
     return [], INSTANT_TRIES, unsynced
+
+
+# Where the SUT keeps what it acknowledges: the commitlog, and DLedger's Raft log.
+ACKNOWLEDGED_DATA_DIRS = ("commitlog", "raftstore")
+
+
+def unsynced_log_bytes(status: dict[str, Any]) -> int:
+    """Unsynced bytes of the logs that hold acknowledged data (queue indexes, offsets and
+    checkpoints are rebuilt or re-read; losing them alone takes no message back)."""
+    by_dir = status.get("unsynced_by_dir")
+    if not isinstance(by_dir, dict):
+        return int(status.get("unsynced_bytes") or 0)
+    return sum(int(v) for k, v in by_dir.items() if k in ACKNOWLEDGED_DATA_DIRS)
 
 
 def thaw(ctx: FaultContext, frozen: list[Any]) -> None:

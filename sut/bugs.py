@@ -57,11 +57,13 @@ BUGS: dict[str, Bug] = {bug.name: bug for bug in (
         "of the old and new sets",
         "lost and lost after consume: the isolated master drops its slaves from the set and acks alone",
         ("partition",), ("controller",), ("broker",)),
-    Bug("consistent-point-ignores-epochs",
-        "a rejoining Controller-mode slave keeps its log up to its own end instead of truncating "
-        "to the epoch-based consistent point",
-        "RocketMQ AutoSwitch HA handshake and EpochFileCache.findConsistentPoint (RIP-44)",
-        "inconsistent offsets and lost after consume once the diverged replica is master",
+    Bug("truncate-keeps-consume-queue",
+        "a replica that truncates its commitlog to the consistent point keeps the consume-queue "
+        "entries of the cut tail",
+        "RocketMQ truncates the logic queues with the commitlog (DefaultMessageStore."
+        "truncateDirtyLogicFiles) when a rejoining AutoSwitch replica cuts to the consistent point",
+        "inconsistent offsets and lost after consume: queue offsets shift once the truncated "
+        "replica is master again",
         ("partition",), ("controller",), ("broker",)),
     Bug("read-beyond-confirm-offset",
         "a Controller-mode broker serves pulls up to its log's end, not the confirm offset",

@@ -80,3 +80,22 @@ def test_a_sut_process_refuses_an_unknown_bug_in_its_config(tmp_path):
     done = subprocess.run([sys.executable, "-m", "sut", "namesrv", "--config", str(config)], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "unknown bug 'nope'" in done.stderr
+
+
+def test_the_crash_file_system_reports_unsynced_bytes_per_directory_and_crashes_look_at_the_logs(tmp_path):
+    import os
+    from faults.crash import unsynced_log_bytes
+    from nuclei.lazyfs_node import CrashState
+    state = CrashState(str(tmp_path / "state"))
+    for name, data in (("commitlog", b"acknowledged"), ("consumequeue", b"index")):
+        os.makedirs(state.path(name))
+        live = os.path.join(state.path(name), "0")
+        fd = os.open(live, os.O_RDWR | os.O_CREAT, 0o644)
+        os.pwrite(fd, data, 0)
+        state.wrote(state.fid(live, new=True), 0, len(data))
+        os.close(fd)
+    status = state.status()
+    assert status["unsynced_by_dir"] == {"commitlog": 12, "consumequeue": 5}
+    assert unsynced_log_bytes(status) == 12
+    assert unsynced_log_bytes({**status, "unsynced_by_dir": {"consumequeue": 5}}) == 0
+    assert unsynced_log_bytes({"unsynced_bytes": 7}) == 7   # an older node program: every file

@@ -29,7 +29,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sut import bugs
 from sut.config import split_address
 from sut.controller.epochs import EpochEntry, EpochFile, find_consistent_point
 from sut.message import CorruptRecord
@@ -328,9 +327,7 @@ class SlaveSide:
             raise HAError(f"malformed epoch list in the handshake: {exc}") from None
         master_end = get_field(reply, "max_offset", int)
         local_end = self.store.max_offset
-        if bugs.on("consistent-point-ignores-epochs"):
-            point = min(local_end, master_end)   # offsets alone: a diverged tail survives
-        elif not self.epochs.entries:
+        if not self.epochs.entries:
             point = 0  # a new replica (or one whose epochs were lost): take everything
         else:
             point = find_consistent_point(self.epochs.entries, local_end, master_epochs, master_end)

@@ -213,7 +213,8 @@ class MessageStore:
             if self._checkpointed > offset:
                 self._write_checkpoint(offset)
             removed = self.commitlog.truncate(offset)
-            dropped = self.cqs.truncate_from_phys(offset)
+            # library bug: the consume queues keep entries of the cut tail
+            dropped = 0 if bugs.on("truncate-keeps-consume-queue") else self.cqs.truncate_from_phys(offset)
             self.flushed_offset = min(self.flushed_offset, offset)
             self._fail_waiters_above(offset)
             self.log.warning("truncated the commitlog to %d (%d segment(s) removed, "
