@@ -72,8 +72,8 @@ BUGS: dict[str, Bug] = {bug.name: bug for bug in (
         "tail that the new master never had",
         ("partition",), ("controller",), ("broker",)),
     Bug("sync-flush-without-fsync",
-        "a SYNC_FLUSH broker acknowledges a send without waiting for the fsync (the periodic "
-        "checkpoint syncs it later)",
+        "a SYNC_FLUSH broker acknowledges a send without waiting for the fsync and flushes like "
+        "ASYNC_FLUSH, every flush interval",
         "RocketMQ flushDiskType=SYNC_FLUSH (GroupCommitService): SEND_OK only after the flush, "
         "FLUSH_DISK_TIMEOUT otherwise",
         "lost: a machine crash takes back acknowledged messages that were only in the page cache",

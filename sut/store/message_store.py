@@ -201,7 +201,7 @@ class MessageStore:
         if not self.sync_flush or offset <= self.flushed_offset:
             return True
         if bugs.on("sync-flush-without-fsync"):
-            return True   # acked from the page cache; the periodic checkpoint fsyncs it later
+            return True   # acked from the page cache; the periodic flusher syncs it later
         future = asyncio.get_running_loop().create_future()
         heapq.heappush(self._flush_waiters, (offset, next(self._waiter_seq), future))
         self._dirty.set()
@@ -256,8 +256,9 @@ class MessageStore:
 
     async def _commit_flush_loop(self) -> None:
         interval = self.config.flush_interval_ms / 1000
+        group_commit = self.sync_flush and not bugs.on("sync-flush-without-fsync")
         while True:
-            if self.sync_flush:
+            if group_commit:
                 await self._dirty.wait()  # group commit: one fdatasync for all that piled up
                 await asyncio.sleep(0)    # and for requests already read in this loop turn
             else:
