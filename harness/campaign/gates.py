@@ -93,7 +93,7 @@ def _exposes(run: RunRow, bug: str, profiles: Mapping[str, Mapping[str, Any]]) -
     """Whether `bug` is switched on for `run`, lives in its profile's mode and is exposed
     by its faults: such a run is expected unsafe."""
     mode = str(profiles.get(run.profile, {}).get("mode") or "")
-    return bug in run.bugs and bug_library.exposed_by(bug, mode, families(run.fault))
+    return bug in run.bugs and bug in bug_library.BUGS and bug_library.exposed_by(bug, mode, families(run.fault))
 
 
 def _held_safe(run: RunRow, profiles: Mapping[str, Mapping[str, Any]]) -> bool:
@@ -124,20 +124,19 @@ def _no_lost_on_safe(runs: list[RunRow], profiles: Mapping[str, Mapping[str, Any
 
 def _unsafe_found(runs: list[RunRow], profiles: Mapping[str, Mapping[str, Any]]) -> GateResult:
     """Each expected-unsafe profile and each switched-on bug: caught in a run that exercises it."""
-    subjects: dict[str, list[RunRow]] = {}
+    subjects: list[tuple[str, str, list[RunRow]]] = []   # (what, its families, the runs exercising it)
     for profile in dict.fromkeys(r.profile for r in runs if not _safe(r.profile, profiles)):
         under = _unsafe_families(profile, profiles)
-        subjects[f"{profile}|{'/'.join(sorted(under))}"] = [
-            r for r in runs if r.profile == profile and families(r.fault) & under]
-    for name in dict.fromkeys(b for r in runs for b in r.bugs):
-        under = bug_library.get(name).families
-        subjects[f"bug {name}|{'/'.join(sorted(under))}"] = [r for r in runs if _exposes(r, name, profiles)]
+        subjects.append((profile, "/".join(sorted(under)),
+                         [r for r in runs if r.profile == profile and families(r.fault) & under]))
+    for name in dict.fromkeys(b for r in runs for b in r.bugs if b in bug_library.BUGS):
+        subjects.append((f"bug {name}", "/".join(sorted(bug_library.get(name).families)),
+                         [r for r in runs if _exposes(r, name, profiles)]))
     if not subjects:
         return GateResult("unsafe-found", "each expected-unsafe profile found invalid", True,
                           "no expected-unsafe profile in this campaign")
     problems, found = [], []
-    for subject, exercising in subjects.items():
-        label, _, under = subject.partition("|")
+    for label, under, exercising in subjects:
         caught = [r for r in exercising if r.valid is False]
         if not exercising:
             problems.append(f"{label} never ran under {under}, so it could not be caught")
