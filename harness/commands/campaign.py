@@ -107,7 +107,8 @@ def print_summary(campaign_dir: Path) -> None:
     console.print(table)
     for run in view.runs:
         if run.anomalies:
-            held = "expected safe" if view.profiles.get(run.profile, {}).get("expected_safe", True) else "expected unsafe"
+            safe = view.profiles.get(run.profile, {}).get("expected_safe", True)
+            held = "expected safe" if safe else "expected unsafe"
             bug = f", bug {'+'.join(run.bugs)}" if run.bugs else ""
             console.print(f"anomalies  {run.run_id} ({held}{bug}): "
                           + "; ".join(anomaly_text(a) for a in run.anomalies), highlight=False, soft_wrap=True)

@@ -118,7 +118,8 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     under STORE/<campaign>/runs/<run>/ (STORE/latest points at the newest).
     """
     console = Console(stderr=True)
-    values = dict(options, faults=faults or None, time=time_s, targets=targets or None, bugs=options.pop("bugs") or None,
+    bugs = options.pop("bugs") or None
+    values = dict(options, faults=faults or None, time=time_s, targets=targets or None, bugs=bugs,
                   mix=_parse_mix(mix), check=False if no_check else None)
     try:
         spec = build_spec(values, check_store=False)
