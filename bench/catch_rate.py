@@ -1,13 +1,20 @@
-"""How often does one seeded run catch an expected-unsafe profile? Prints the catch rate.
+"""How often does one seeded run catch an expected-unsafe profile or a library bug?
+Prints the catch rate.
 
 Runs `controller-unclean` (master-only ack, unclean election) under
 `leader-partition --target brokers` with the run defaults (fault windows of
 failure detection plus a margin) for several seeds on a throwaway 5-node
 namespace cluster (root), checks all runs with one Spark session, and prints
 per seed the verdict, lost acknowledged messages, lost after consume,
-inconsistent offsets and failovers, then how many seeds caught it.
+inconsistent offsets, failovers and, for crash faults, the unsynced bytes the
+crash dropped, then how many seeds caught it. `--bug NAME` switches a library
+bug on (sut/bugs.py, docs/teeth.md); the load average before and after is the
+same-box reference (a loaded box stretches the runs, not the verdicts).
 
     .venv/bin/python bench/catch_rate.py [--seeds 1,2,3,4,5] [--timing fast] [--time 20]
+    .venv/bin/python bench/catch_rate.py --profile master-slave-async --fault leader-crash \
+        --timing default --time 60 --interval 20 --recovery 20 --seeds 1,2,3,4,5,6,7,8,9,10
+    .venv/bin/python bench/catch_rate.py --profile controller-3 --bug read-beyond-confirm-offset
 """
 from __future__ import annotations
 
@@ -36,7 +43,13 @@ def main() -> int:
     parser.add_argument("--time", type=float, default=20.0)
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--interval", type=float, help="quiet seconds before each fault [run default]")
+    parser.add_argument("--fault-duration", type=float, help="seconds each fault lasts [run default]")
+    parser.add_argument("--recovery", type=float, help="seconds after the last fault [run default]")
+    parser.add_argument("--target", default="brokers", help="roles faults may hit ('' for every role)")
+    parser.add_argument("--bug", action="append", default=[], help="library bug to switch on, repeatable")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     name = f"catch-{os.getpid()}"
     inventory = netns.up(name, 5, persistent=False)
@@ -45,8 +58,10 @@ def main() -> int:
     try:
         for seed in [int(s) for s in args.seeds.split(",")]:
             spec = build_spec({"profile": args.profile, "workload": "queue", "faults": [args.fault],
-                               "targets": ["brokers"], "timing": args.timing, "time": args.time,
-                               "rate": args.rate, "concurrency": args.concurrency, "seed": seed,
+                               "targets": [args.target] if args.target else None, "timing": args.timing,
+                               "time": args.time, "interval": args.interval, "duration": args.fault_duration,
+                               "recovery": args.recovery, "rate": args.rate, "concurrency": args.concurrency,
+                               "seed": seed, "bugs": args.bug or None,
                                "inventory": inventory.source, "store": store, "check": False})
             began = time.monotonic()
             outcome = RunLifecycle(spec, Console(stderr=True), show_progress=False).execute()
@@ -59,16 +74,34 @@ def main() -> int:
     results = check_runs([path for _, path in runs])
     print(f"checked {len(runs)} runs in {time.monotonic() - began:.0f}s")
     caught = 0
-    print("| seed | verdict | lost | lost after consume | inconsistent offsets | failovers |")
-    print("|---|---|---|---|---|---|")
-    for (seed, _), result in zip(runs, results):
+    print("| seed | verdict | acknowledged | lost | lost after consume | inconsistent offsets | failovers "
+          "| crash: unsynced bytes dropped (tries) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (seed, path), result in zip(runs, results):
         counts = result["checkers"]["queue"].get("counts", {})
         caught += result["valid"] is False
-        print(f"| {seed} | {json.dumps(result['valid'])} | {counts.get('lost')} | {counts.get('lost_after_consume')} "
-              f"| {counts.get('inconsistent_offsets')} | {result['checkers']['rto'].get('failovers')} |")
-    print(f"caught {caught} of {len(runs)} ({args.profile}, {args.fault} --target brokers, timing {args.timing}, "
-          f"{args.time:g}s, rate {args.rate:g}, concurrency {args.concurrency})")
+        print(f"| {seed} | {json.dumps(result['valid'])} | {counts.get('acknowledged')} | {counts.get('lost')} "
+              f"| {counts.get('lost_after_consume')} | {counts.get('inconsistent_offsets')} "
+              f"| {result['checkers']['rto'].get('failovers')} | {crash_losses(path)} |")
+    bugs = f", bugs {'+'.join(args.bug)}" if args.bug else ""
+    print(f"caught {caught} of {len(runs)} ({args.profile}{bugs}, {args.fault} --target {args.target or 'all'}, "
+          f"timing {args.timing}, {args.time:g}s, rate {args.rate:g}, concurrency {args.concurrency}); "
+          f"reference: load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
     return 0
+
+
+def crash_losses(run_dir: Path) -> str:
+    """What every crash of the run dropped: `1145 (1)`-style, from nemesis.jsonl."""
+    shown = []
+    try:
+        lines = (run_dir / "nemesis.jsonl").read_text().splitlines()
+    except OSError:
+        return "–"
+    for line in lines:
+        event = json.loads(line)
+        for loss in ((event.get("value") or {}).get("lost") or {}).values():
+            shown.append(f"{loss.get('unsynced_bytes')} ({loss.get('instant_tries', '–')})")
+    return ", ".join(shown) or "–"
 
 
 if __name__ == "__main__":

@@ -188,6 +188,9 @@ def _total_columns() -> dict[str, Column]:
         "in_final_log": F.count_if(has_id & (F.col("in_log") > 0)),
         "lost": F.count_if(category("lost")),
         "lost_after_consume": F.count_if(category("lost_after_consume")),
+        # the acknowledged ones: what a campaign's no-lost-on-safe gate adds to `lost`
+        "lost_after_consume_acknowledged": F.count_if(category("lost_after_consume")
+                                                      & (F.col("send_outcome") == "ok")),
         "duplicated": F.count_if(category("duplicated")),
         "unexpected": F.count_if(category("unexpected")),
         "recovered_info": F.count_if(category("recovered") & (F.col("send_outcome") == "info")),

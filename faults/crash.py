@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,14 +38,18 @@ class CrashFault(ProcessFault):
 
         def job(node: str):
             def run(record: Record) -> None:
-                for proc in ctx.processes(node):  # the whole machine, whatever the role
+                params = mounts[node].params
+                procs = ctx.processes(node)  # the whole machine, whatever the role
+                frozen, tries, unsynced = freeze_with_unsynced_writes(ctx, node, procs, params)
+                for proc in procs:
                     try:
                         for entry in nuclei.kill(ctx.pool, ctx.journal, proc, signal=9):
                             record(entry, proc)
                     except nuclei.ProcessNotRunning:
                         pass
-                params = mounts[node].params
+                thaw(ctx, frozen)  # killed while stopped: the pause entries are settled
                 lost[node] = lazyfs.lose_unsynced(ctx.pool, node, params["workdir"], params["mountpoint"])
+                lost[node].update(instant_tries=tries, unsynced_bytes_at_instant=unsynced)
             return run
 
         actions = apply_all(ctx, f"{self.name} on {', '.join(chosen) or 'no node'}",
@@ -58,6 +63,54 @@ class CrashFault(ProcessFault):
     def apply(self, ctx: FaultContext, proc: Any) -> list[Any]:
         """Unused: a crash acts on the whole node at once (start)."""
         return []
+
+
+# The crash instant: every SUT process of the node is frozen (SIGSTOP) at once, and
+# the crash happens at that instant if the node holds writes it has not fsynced;
+# otherwise the processes go on and the next try comes a moment later. An
+# ASYNC_FLUSH broker flushes every few tens of milliseconds at `timing: fast`, so a
+# crash at a random instant often finds its acknowledged tail already on disk and
+# proves nothing; frozen first, the instant is one a real crash could hit.
+INSTANT_TRIES = 8
+INSTANT_PAUSE_S = (0.005, 0.05)
+
+
+def freeze_with_unsynced_writes(ctx: FaultContext, node: str, procs: list[Any],
+                                params: dict[str, Any]) -> tuple[list[Any], int, int]:
+    """Freeze the node's processes at an instant with unsynced writes (or after the last
+    try): (the pause journal entries, tries, unsynced bytes at the instant)."""
+    unsynced = 0
+    for tries in range(1, INSTANT_TRIES + 1):
+        frozen = []
+        for proc in procs:
+            try:
+                frozen += nuclei.pause(ctx.pool, ctx.journal, proc)
+            except nuclei.ProcessNotRunning:
+                pass
+        unsynced = unsynced_log_bytes(lazyfs.status(ctx.pool, node, params["workdir"], params["mountpoint"]))
+        if unsynced or tries == INSTANT_TRIES or not frozen:
+            return frozen, tries, unsynced
+        thaw(ctx, frozen)
+        time.sleep(ctx.rng.uniform(*INSTANT_PAUSE_S))
+    return [], INSTANT_TRIES, unsynced
+
+
+# Where the SUT keeps what it acknowledges: the commitlog, and DLedger's Raft log.
+ACKNOWLEDGED_DATA_DIRS = ("commitlog", "raftstore")
+
+
+def unsynced_log_bytes(status: dict[str, Any]) -> int:
+    """Unsynced bytes of the logs that hold acknowledged data (queue indexes, offsets and
+    checkpoints are rebuilt or re-read; losing them alone takes no message back)."""
+    by_dir = status.get("unsynced_by_dir")
+    if not isinstance(by_dir, dict):
+        return int(status.get("unsynced_bytes") or 0)
+    return sum(int(v) for k, v in by_dir.items() if k in ACKNOWLEDGED_DATA_DIRS)
+
+
+def thaw(ctx: FaultContext, frozen: list[Any]) -> None:
+    for entry in frozen:
+        nuclei.resume(ctx.pool, ctx.journal, entry)
 
 
 def _mount_of(ctx: FaultContext, node: str) -> Any:

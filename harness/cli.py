@@ -23,6 +23,7 @@ COMMANDS = {
     "lin": "harness.commands.lin",
     "check": "harness.commands.check",
     "campaign": "harness.commands.campaign",
+    "teeth": "harness.commands.teeth",
     "gc": "harness.commands.gc",
     "report": "harness.commands.report",
     "serve": "harness.commands.serve",

@@ -144,7 +144,7 @@ class RunRecord:
         return {
             "kind": "run", "run_id": self.run.run_id, "campaign_id": self.campaign_id,
             "workload": self.spec.workload, "profile": self.spec.profile, "faults": list(self.spec.faults),
-            "seed": self.spec.seed, "ordered": self.spec.ordered,
+            "seed": self.spec.seed, "ordered": self.spec.ordered, "bugs": list(self.spec.bugs),
             "spec": self.spec.model_dump(mode="json"),
             "status": self.status, "error": self.error, "stop_reason": self.stop_reason,
             "valid": self.valid,
@@ -358,7 +358,8 @@ class RunLifecycle:
             raise RunError(f"profile {self.spec.profile} needs {needed} nodes, "
                            f"inventory {inventory.name} has {len(inventory.nodes)}")
         with Pool(inventory) as pool:
-            deployer = Deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing)
+            deployer = Deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing,
+                                bugs=self.spec.bugs)
             fault_specs = faults.validate(self.spec.faults, [node.name for node in deployer.used_nodes])
             journal = nuclei.Journal(self.run.journal_file)
             self.run.journal_file.touch()  # part of the layout even if no fault ever applies

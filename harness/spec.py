@@ -29,7 +29,7 @@ OPTION_NAMES = {
     "store": "--store", "queues": "--queues", "keys": "--keys", "ordered": "--ordered",
     "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
     "op_timeout": "--op-timeout", "timing": "--timing", "duration": "--fault-duration",
-    "provider": "--provider", "windows": "--schedule",
+    "provider": "--provider", "windows": "--schedule", "bugs": "--bug",
     "rto_threshold_s": "--rto-threshold", "min_availability": "--min-availability",
 }
 NO_FAULT = "noop"
@@ -179,6 +179,7 @@ class RunSpec(BaseModel):
                                         "failure; seconds = RocketMQ's periodic refresh at that interval")
     # SUT
     timing: str = Field("default", description="SUT timing scale: default (RocketMQ's) or fast (a tenth)")
+    bugs: tuple[str, ...] = Field((), description="library bugs switched on in the SUT (sut/bugs.py)")
     # checking
     check: bool = True
     spark_master: str | None = None
@@ -249,6 +250,15 @@ class RunSpec(BaseModel):
     def _timing_is_known(cls, value: str) -> str:
         return _one_of("timing scale", value, sorted(profiles.TIMINGS))
 
+    @field_validator("bugs")
+    @classmethod
+    def _bugs_are_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from sut import bugs
+        try:
+            return tuple(bugs.check(value))
+        except bugs.UnknownBug as exc:
+            raise ValueError(str(exc)) from None
+
     @field_validator("inventory")
     @classmethod
     def _inventory_exists(cls, value: Path | None) -> Path | None:
@@ -316,7 +326,7 @@ class RunSpec(BaseModel):
     def failover_warning(self) -> str | None:
         """Why this run's fault windows cannot exercise a failover, or None."""
         needed = profiles.failover_window_s(self.profile, self.timing)
-        if not self.has_faults or self.longest_window_s >= needed:
+        if not self.has_faults or self.longest_window_s >= needed or not profiles.has_failover(self.profile):
             return None
         return (f"warning: faults last {self.longest_window_s:g}s but {self.profile} needs {self.detection_s:g}s "
                 f"to detect a failed master ({needed:g}s with margin, timing {self.timing}): no failover "
@@ -327,8 +337,9 @@ class RunSpec(BaseModel):
         return "+".join(self.faults + self.overlap)
 
     def summary(self) -> str:
+        bugs = f", bugs {'+'.join(self.bugs)}" if self.bugs else ""
         return (f"{self.profile} / {self.workload} / {self.fault_label}, {self.time:g}s, "
-                f"rate {self.rate:g}/s, concurrency {self.concurrency}, seed {self.seed}")
+                f"rate {self.rate:g}/s, concurrency {self.concurrency}, seed {self.seed}{bugs}")
 
 
 def check_windows(spec: RunSpec) -> None:

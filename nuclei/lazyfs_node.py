@@ -161,7 +161,21 @@ class CrashState:
     # -- the crash ---------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         return {"generation": self.generation, "unsynced_files": len(self.dirty),
-                "unsynced_bytes": sum(d.bytes for d in self.dirty.values()), "losses": self.losses}
+                "unsynced_bytes": sum(d.bytes for d in self.dirty.values()), "losses": self.losses,
+                "unsynced_by_dir": self.unsynced_by_dir()}
+
+    def unsynced_by_dir(self) -> dict[str, int]:
+        """Unsynced bytes per directory name (`commitlog`, `consumequeue`...): a crash that
+        should take acknowledged data back needs them in the log that holds it."""
+        found: dict[str, int] = {}
+        with self.lock:
+            for here, _dirs, files in os.walk(self.live):
+                for name in files:
+                    dirty = self.dirty.get(self.fids.get(os.lstat(os.path.join(here, name)).st_ino, -1))
+                    if dirty is not None and dirty.bytes:
+                        key = os.path.basename(here)
+                        found[key] = found.get(key, 0) + dirty.bytes
+        return found
 
     def lose(self) -> dict[str, int]:
         """Rebuild the live tree from the durable image; returns what was dropped."""

@@ -9,6 +9,7 @@ are fixed), so a resumed campaign's pages equal an uninterrupted one's.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,8 @@ class RunRow:
     failovers: int | None = None
     report: str | None = None       # the run's report, relative to the campaign folder
     reproducer: str | None = None   # its `chaos shrink` page, if it was shrunk
+    anomalies: list[dict[str, Any]] = field(default_factory=list)   # {checker, anomaly, count} of invalid checkers
+    bugs: list[str] = field(default_factory=list)           # library bugs switched on (sut/bugs.py)
 
     @property
     def outcome(self) -> Any:
@@ -86,6 +89,11 @@ class Cell:
     @property
     def rto(self) -> list[float]:
         return [v for r in self.runs for v in r.rto]
+
+    @property
+    def anomalies(self) -> list[str]:
+        """Every invalid checker's anomaly of the repeats, `r2 queue: 17 inconsistent offsets`-style."""
+        return [f"r{r.repeat} {anomaly_text(a)}" for r in self.runs for a in r.anomalies]
 
     @property
     def failovers(self) -> int | None:
@@ -162,7 +170,9 @@ def run_row(campaign_dir: Path, planned: dict[str, Any], done: dict[str, Any] | 
     row.valid = facts.valid if row.status == "complete" else None
     queue, rto, perf = facts.checker("queue"), facts.checker("rto"), facts.checker("perf")
     counts = section(queue, "counts")
-    row.lost, row.duplicated = _count(counts.get("lost")), _count(counts.get("duplicated"))
+    row.lost, row.duplicated = acknowledged_not_in_log(counts), _count(counts.get("duplicated"))
+    row.anomalies = run_anomalies(facts.checkers)
+    row.bugs = [str(b) for b in facts.get("bugs") or []]
     row.lost_examples = list(queue.get("lost") or [])[:20]
     row.rto = [v for w in rto.get("windows") or [] if isinstance(w, dict)
                for v in [_number(w.get("unavailable_s"))] if v is not None]
@@ -177,6 +187,45 @@ def run_row(campaign_dir: Path, planned: dict[str, Any], done: dict[str, Any] | 
     if reproducer.is_file():
         row.reproducer = relative_url(reproducer, campaign_dir)
     return row
+
+
+def acknowledged_not_in_log(counts: dict[str, Any]) -> int | None:
+    """Acknowledged messages missing from the final log, consumed before or not: `lost`
+    plus the acknowledged part of `lost_after_consume` (all of it in stores older than
+    that count)."""
+    lost = _count(counts.get("lost"))
+    after = _count(counts.get("lost_after_consume_acknowledged", counts.get("lost_after_consume")))
+    if lost is None and after is None:
+        return None
+    return (lost or 0) + (after or 0)
+
+
+COUNTED_PROBLEM = re.compile(r"^(\d+) (.+)$")
+
+
+def run_anomalies(checkers: dict[str, Any]) -> list[dict[str, Any]]:
+    """What each invalid checker of a run found, with a count: the queue checker's
+    `17 queue offset(s) seen holding two different messages` lines as they are, the
+    others (linearizability, order, RTO) as their first problem and how many."""
+    found = []
+    for name, sec in sorted(checkers.items()):
+        if not isinstance(sec, dict) or sec.get("valid") is not False:
+            continue
+        problems = [str(p) for p in sec.get("problems") or []]
+        counted = [m for m in map(COUNTED_PROBLEM.match, problems) if m]
+        if counted:
+            found += [{"checker": name, "anomaly": m[2], "count": int(m[1]),
+                       "text": f"{name}: {m[0]}"} for m in counted]
+            continue
+        count = (_count(section(sec, "counts").get("invalid")) or _count(sec.get("violations"))
+                 or len(problems) or 1)
+        anomaly = problems[0] if problems else f"{name} checker invalid"
+        found.append({"checker": name, "anomaly": anomaly, "count": count, "text": f"{name}: {anomaly} (x{count})"})
+    return found
+
+
+def anomaly_text(anomaly: dict[str, Any]) -> str:
+    return str(anomaly.get("text") or f"{anomaly.get('checker')}: {anomaly.get('anomaly')}")
 
 
 def load_campaign_view(campaign_dir: Path) -> CampaignView:

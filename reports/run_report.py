@@ -33,7 +33,7 @@ REPLAY_OPTIONS = (("profile", "--profile"), ("workload", "--workload"), ("faults
                   ("rate", "--rate"), ("concurrency", "--concurrency"), ("seed", "--seed"),
                   ("nodes", "--nodes"), ("queues", "--queues"), ("keys", "--keys"), ("ordered", "--ordered"),
                   ("mix", "--mix"), ("op_timeout", "--op-timeout"), ("drain_timeout", "--drain-timeout"),
-                  ("targets", "--target"), ("timing", "--timing"), ("inventory", "--inventory"))
+                  ("targets", "--target"), ("timing", "--timing"), ("bugs", "--bug"), ("inventory", "--inventory"))
 
 
 @dataclass

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sut import bugs
 from sut.broker_metadata import MetadataVersion, merge_document, metadata_document, parse_document
 from sut.config import ConfigError, parse, split_address
 from sut.ha import HAStrategy, Role, strategy_class
@@ -271,8 +272,8 @@ class Broker(Service):
         return self._pull_reply(cmd, topic, got)
 
     def _get(self, topic: str, queue_id: int, offset: int, max_count: int):
-        return self.store.get_messages(topic, queue_id, offset, max_count, self.config.max_pull_bytes,
-                                       self.ha.confirm_offset())
+        limit = self.store.max_offset if bugs.on("read-beyond-confirm-offset") else self.ha.confirm_offset()
+        return self.store.get_messages(topic, queue_id, offset, max_count, self.config.max_pull_bytes, limit)
 
     async def _pull_later(self, cmd: Command, topic: str, queue_id: int, offset: int, max_count: int,
                           suspend: float) -> Command:

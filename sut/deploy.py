@@ -51,13 +51,14 @@ class ProcessRef:
 
 class Deployer:
     def __init__(self, pool: Pool, inventory: Inventory, profile_name: str, run_dir: str | Path,
-                 timing: str = "default", python: str = "python3") -> None:
+                 timing: str = "default", python: str = "python3", bugs: tuple[str, ...] = ()) -> None:
         try:
             self.profile = get(profile_name)
             nodes = list(inventory.nodes)
             for node in nodes:
                 _check_workdir(node)
-            rendered = render(self.profile, [n.host for n in nodes], [n.workdir for n in nodes], timing)
+            rendered = render(self.profile, [n.host for n in nodes], [n.workdir for n in nodes], timing,
+                              bugs=bugs)
         except ProfileError as exc:
             raise DeployError(str(exc)) from None
         self.pool = pool

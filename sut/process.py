@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Coroutine
 
+from sut import bugs
 from sut.config import ConfigError, load_json
 
 # role -> "module:factory"; factory(config: dict, source: str) -> Service.
@@ -103,16 +104,32 @@ def pidfile_path(data_dir: Path, role: str) -> Path:
 def run(role: str, config_path: str) -> int:
     """Run a role until SIGTERM/SIGINT; return the exit code."""
     try:
-        service = load_factory(role)(load_json(config_path), config_path)
+        raw = load_json(config_path)
+        switched_on = _switch_on_bugs(raw, config_path)
+        service = load_factory(role)(raw, config_path)
     except ConfigError as exc:
         return _fail(role, str(exc), 2)
     try:
         with _claimed_data_dir(service.data_dir, role):
             _setup_logging(service.data_dir / f"{role}.log")
             service.log.info("starting %s (pid %d, config %s)", role, os.getpid(), config_path)
+            if switched_on:
+                service.log.warning("library bugs switched on: %s", ", ".join(switched_on))
             return asyncio.run(_serve(service, role))
     except StartupError as exc:
         return _fail(role, str(exc), 1)
+
+
+def _switch_on_bugs(raw: dict[str, Any], config_path: str) -> list[str]:
+    """Take the config's library bugs (sut/bugs.py) out of it and switch them on."""
+    names = raw.pop(bugs.CONFIG_KEY, [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"config {config_path}: {bugs.CONFIG_KEY} must be a list of bug names")
+    try:
+        bugs.switch_on(names)
+    except bugs.UnknownBug as exc:
+        raise ConfigError(f"config {config_path}: {exc}") from None
+    return names
 
 
 async def _serve(service: Service, role: str) -> int:

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from sut import bugs as bug_library
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -156,6 +158,13 @@ def failure_detection_s(profile: Profile | str, timing: str = "default") -> floa
     else:
         ms = t["broker_timeout_ms"] + t["namesrv_scan_interval_ms"]
     return ms / 1000
+
+
+def has_failover(profile: Profile | str) -> bool:
+    """Whether the profile elects a new master when its master fails (not master-slave, single)."""
+    profile = get(profile) if isinstance(profile, str) else profile
+    return profile.mode in ("controller", "dledger") or any(
+        p.config.get("slave_acting_master") for p in profile.processes)
 
 
 def failover_margin_s(detection_s: float) -> float:
@@ -378,8 +387,9 @@ PortMap = Callable[[str, str, int], int]  # (process name, port key, profile's p
 
 
 def render(profile: Profile, hosts: list[str], workdirs: list[str], timing: str = "default",
-           ports: PortMap | None = None) -> list[RenderedProcess]:
-    """Concrete configs for every process of a profile on the given nodes."""
+           ports: PortMap | None = None, bugs: tuple[str, ...] = ()) -> list[RenderedProcess]:
+    """Concrete configs for every process of a profile on the given nodes; `bugs`
+    (sut/bugs.py) go into the config of every process whose role carries them."""
     if len(hosts) < profile.nodes_needed or len(workdirs) < profile.nodes_needed:
         raise ProfileError(f"profile {profile.name} needs {profile.nodes_needed} nodes, "
                            f"the inventory has {min(len(hosts), len(workdirs))}")
@@ -392,6 +402,9 @@ def render(profile: Profile, hosts: list[str], workdirs: list[str], timing: str 
                 config[key] = ports(spec.name, key, value) if ports else value
         config["host"] = hosts[spec.node]
         config["data_dir"] = f"{workdirs[spec.node].rstrip('/')}/data/{spec.name}"
+        switched_on = bug_library.for_role(bugs, spec.role)
+        if switched_on:
+            config[bug_library.CONFIG_KEY] = switched_on
         placed[spec.name] = RenderedProcess(spec.name, spec.role, spec.node, hosts[spec.node], config)
     for proc in placed.values():
         proc.config = _resolve_addresses(proc.config, placed, f"{profile.name}/{proc.name}")

@@ -72,7 +72,7 @@ def test_unknown_verdicts_and_runs_in_error_fail_their_gates_with_the_reason():
 
 def test_switched_off_gates_are_not_evaluated():
     gates = by_name(evaluate(Gates(no_unknown=False, no_error=False), [row("dledger-3", valid="unknown")], PROFILES))
-    assert set(gates) == {"no-lost-on-safe", "unsafe-found"}
+    assert set(gates) == {"safe-valid", "no-lost-on-safe", "unsafe-found"}
 
 
 def test_fault_families_come_from_every_part_of_a_combination():

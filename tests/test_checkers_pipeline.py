@@ -860,6 +860,7 @@ def test_a_consumed_message_missing_from_the_final_log_is_lost_after_consume(che
     section = queue_of(checked, "lost-after-consume")
     assert section["valid"] is False
     assert anomalies(section) == {"lost_after_consume": 2}
+    assert section["counts"]["lost_after_consume_acknowledged"] == 2
     assert sorted(m["id"] for m in section["lost_after_consume"]) == ["m1", "m2"]
 
 

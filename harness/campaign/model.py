@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from harness.bounds import run_size_problem
 from harness.spec import check_fault, known_profiles, known_workloads
+from sut import bugs as bug_library
 from sut import profiles
 
 # `a+b` in a fault entry: `a` cycles, `b` overlaps inside every window of `a`.
@@ -46,6 +47,7 @@ def _fault_entry(entry: str) -> str:
 
 
 ProfileName = Annotated[str, _known("profile", known_profiles)]
+BugName = Annotated[str, _known("bug", bug_library.known)]
 WorkloadName = Annotated[str, _known("workload", known_workloads)]
 FaultEntry = Annotated[str, AfterValidator(_fault_entry)]
 
@@ -98,6 +100,7 @@ class Thresholds(Strict):
 class Gates(Strict):
     """Which gates decide the exit code (DESIGN.md 8b); each can be switched off."""
 
+    safe_valid: bool = True
     no_lost_on_safe: bool = True
     unsafe_found: bool = True
     no_unknown: bool = True
@@ -143,6 +146,7 @@ class Campaign(Strict):
     profiles: tuple[ProfileName, ...] = Field(min_length=1)
     workloads: tuple[WorkloadName, ...] = ("queue",)
     faults: tuple[FaultEntry, ...] = Field(min_length=1)
+    bugs: tuple[BugName, ...] = Field((), description="library bugs switched on in every run (sut/bugs.py)")
     targets: tuple[str, ...] = ()
     timing: str = "default"
     durations: Durations
@@ -161,7 +165,7 @@ class Campaign(Strict):
     shrink: bool = Field(False, description="after the campaign, shrink the first failing run of each failing cell")
     shrink_minutes: float = Field(15.0, gt=0, description="time budget of all the shrinks together")
 
-    @field_validator("profiles", "workloads", "faults")
+    @field_validator("profiles", "workloads", "faults", "bugs")
     @classmethod
     def _no_repeats(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(value)) != len(value):

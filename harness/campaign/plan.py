@@ -113,7 +113,7 @@ def run_spec(campaign: Campaign, run: PlannedRun, store: Path, inventory: Path |
         "time": d.run, "interval": d.between, "duration": d.fault, "recovery": d.recovery,
         "drain_timeout": d.drain_timeout, "rate": campaign.rate, "concurrency": campaign.concurrency,
         "queues": campaign.queues, "op_timeout": campaign.op_timeout, "seed": run.seed,
-        "targets": list(campaign.targets), "timing": campaign.timing, "store": store,
+        "targets": list(campaign.targets), "timing": campaign.timing, "bugs": list(campaign.bugs), "store": store,
         "inventory": inventory, "spark_master": campaign.spark.master,
         "route_refresh": campaign.client.route_refresh_s if campaign.client.route_refresh == "periodic" else None,
     }

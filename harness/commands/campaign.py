@@ -112,21 +112,42 @@ VERDICT_TEXT = {True: "valid", False: "INVALID", None: "not run"}
 
 def print_summary(campaign_dir: Path) -> None:
     """The summary table on stdout: profile x fault (x workload) with verdict, lost,
-    failovers and RTO p50/p99, then the gates."""
-    from reports.campaign import load_campaign_view
+    every invalid checker's anomaly, failovers and RTO p50/p99, then the gates."""
+    from reports.campaign import anomaly_text, load_campaign_view
     view = load_campaign_view(campaign_dir)
     console = Console(width=max(140, Console().width))
     table = Table(title=f"campaign {view.name}")
-    for column in ("profile", "workload", "fault", "verdict", "lost", "failovers", "RTO p50", "RTO p99", "runs"):
+    for column in ("profile", "workload", "fault", "verdict", "lost", "anomalies", "failovers", "RTO p50",
+                   "RTO p99", "runs"):
         table.add_column(column, justify="right" if column.startswith(("lost", "fail", "RTO", "runs")) else "left")
     for cell in view.cells():
         verdict = VERDICT_TEXT.get(cell.verdict, str(cell.verdict))
-        table.add_row(cell.profile, cell.workload, cell.fault, verdict, _text(cell.lost), _text(cell.failovers),
+        table.add_row(cell.profile, cell.workload, cell.fault, verdict, _text(cell.lost),
+                      _anomaly_counts(cell.runs), _text(cell.failovers),
                       _seconds(cell.rto_quantile(0.5)), _seconds(cell.rto_quantile(0.99)), str(len(cell.runs)))
     console.print(table)
+    for run in view.runs:
+        if run.anomalies:
+            safe = view.profiles.get(run.profile, {}).get("expected_safe", True)
+            held = "expected safe" if safe else "expected unsafe"
+            bug = f", bug {'+'.join(run.bugs)}" if run.bugs else ""
+            console.print(f"anomalies  {run.run_id} ({held}{bug}): "
+                          + "; ".join(anomaly_text(a) for a in run.anomalies), highlight=False, soft_wrap=True)
+    bugs = sorted({b for r in view.runs for b in r.bugs})
+    if bugs:
+        console.print(f"library bugs switched on: {', '.join(bugs)} (docs/teeth.md)", highlight=False)
     for gate in view.gates:
         mark = "PASS" if gate.get("ok") else "FAIL"
         console.print(f"gate {mark}  {gate.get('title')}: {gate.get('detail')}", highlight=False, soft_wrap=True)
+
+
+def _anomaly_counts(runs: list[Any]) -> str:
+    """`queue 17, linearizable 1`: how many anomalies each invalid checker found in a cell."""
+    totals: dict[str, int] = {}
+    for run in runs:
+        for anomaly in run.anomalies:
+            totals[anomaly["checker"]] = totals.get(anomaly["checker"], 0) + int(anomaly.get("count") or 1)
+    return ", ".join(f"{name} {count}" for name, count in totals.items()) or "–"
 
 
 def _text(value: Any) -> str:

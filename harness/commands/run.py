@@ -98,6 +98,8 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
               help="Roles faults may hit, repeatable: brokers, controllers, nameservers [default: all].")
 @click.option("--timing", help="SUT timing: default (RocketMQ's intervals and timeouts) or fast (a tenth) "
                                f"[default: {_default('timing')}].")
+@click.option("--bug", "bugs", multiple=True,
+              help="Switch a library bug on in the SUT, repeatable (docs/teeth.md) [default: none].")
 @click.option("--no-check", is_flag=True, help="Skip the checkers (the verdict is then unknown).")
 @click.option("--spark-master", help="Spark master URL for the checkers [default: local[*]].")
 @click.option("--rto-threshold", "rto_threshold_s", type=float,
@@ -119,7 +121,8 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     under STORE/<campaign>/runs/<run>/ (STORE/latest points at the newest).
     """
     console = Console(stderr=True)
-    values = dict(options, faults=faults or None, time=time_s, targets=targets or None,
+    bugs = options.pop("bugs") or None
+    values = dict(options, faults=faults or None, time=time_s, targets=targets or None, bugs=bugs,
                   mix=_parse_mix(mix), check=False if no_check else None)
     if schedule_path is not None:
         values = with_schedule(schedule_path, values)
@@ -135,6 +138,9 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
         _show_plan(spec, plan_summary(spec))
         return
     console.print(f"chaos run: {spec.summary()}", soft_wrap=True, highlight=False)
+    if spec.bugs:
+        console.print(f"[yellow]library bugs switched on: {', '.join(spec.bugs)} (a mutant run, docs/teeth.md)[/]",
+                      soft_wrap=True, highlight=False)
     warning = spec.failover_warning()
     if warning:
         console.print(f"[yellow]{warning}[/]", soft_wrap=True, highlight=False)

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from sut import bugs
 from sut.config import ConfigError, split_address
 from sut.controller.client import ControllerClient, ControllerUnavailable, decode_ids, encode_ids
 from sut.controller.epochs import EpochFile, EpochFileError
@@ -237,6 +238,8 @@ class ControllerHA(HAStrategy):
 
     async def _replicated(self, end: int) -> bool | None:
         """Wait until enough replicas hold everything below `end` (None: no wait asked)."""
+        if bugs.on("ack-without-sync-state-set"):
+            return None
         if self.settings.all_ack_in_sync_state_set:
             return await self._wait(lambda: self.confirm_offset() >= end)
         if self.settings.in_sync_replicas > 1:
@@ -398,6 +401,8 @@ class ControllerHA(HAStrategy):
             epoch, sss_epoch = self.master_epoch, self.sss_epoch
             self._proposed = new_set
             self.pending_sss = (self.pending_sss or set()) | new_set
+            if bugs.on("sync-state-set-shrink-before-commit"):
+                self.sss = self.pending_sss = set(new_set)   # as if the controller had agreed
             self._update_confirm()
             try:
                 reply = await self.controller.call(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, {

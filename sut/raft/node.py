@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from sut import bugs
 from sut.protocol import Command, Connection, RequestCode, ResponseCode, RpcClient, RpcError, RpcServer
 from sut.raft.config import RaftConfig, parse_address
 from sut.raft.errors import (AppendTimeout, NotLeader, PendingFull, ProposalDropped, RaftError,
@@ -438,8 +439,11 @@ class RaftNode:
             return
         matches = [self.raft_log.last_index] + [self._replicators[p].match_index if p in self._replicators
                                                 else 0 for p in self.config.others]
-        new = quorum_commit_index(matches, self.config.quorum, self.commit_index, self.term,
-                                  self.raft_log.term_at, self.config.commit_current_term_only)
+        # library bugs (sut/bugs.py): a leader that counts only itself, or counts old terms
+        quorum = 1 if bugs.on("raft-commit-without-quorum") else self.config.quorum
+        current_term_only = self.config.commit_current_term_only and not bugs.on("raft-commit-prior-term")
+        new = quorum_commit_index(matches, quorum, self.commit_index, self.term,
+                                  self.raft_log.term_at, current_term_only)
         if new > self.commit_index:
             self._set_commit(new)
             for replicator in self._replicators.values():
@@ -560,7 +564,8 @@ class RaftNode:
     def _judge_vote(self, candidate: str, last_index: int, last_term: int) -> Vote:
         if self.voted_for not in (None, candidate):
             return Vote.HAS_LEADER if self.leader_id is not None else Vote.ALREADY_VOTED
-        if (last_term, last_index) < (self.raft_log.last_term, self.raft_log.last_index):
+        behind = (last_term, last_index) < (self.raft_log.last_term, self.raft_log.last_index)
+        if behind and not bugs.on("raft-vote-ignores-log"):  # the election restriction (5.4.1)
             return Vote.LOG_BEHIND
         return Vote.GRANTED
 

@@ -1,0 +1,93 @@
+"""`chaos teeth CAMPAIGN`: the campaign's mutation score over the bug library."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli import UserError
+from harness.store import StoreError, check_writable
+
+EXIT_MISSED = 1
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(teeth)
+
+
+@click.command()
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--bug", "bugs", multiple=True, help="Only this library bug, repeatable [default: every bug].")
+@click.option("--store", "-s", type=click.Path(path_type=Path), default=Path("store"), show_default=True,
+              help="Store directory (one campaign per bug goes there).")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No live progress display.")
+def teeth(file: Path, bugs: tuple[str, ...], store: Path, as_json: bool, quiet: bool) -> None:
+    """Run the campaign in FILE once per library bug (sut/bugs.py), each time only on
+    the cells that can expose the bug (its expected-safe profiles of the bug's mode,
+    its faults of the bug's families), and print per bug: caught (by which run and
+    anomaly), missed, or not exercisable by this campaign (and what it needs); then
+    the mutation score.
+
+    Exit 0 when every exercisable bug was caught, 1 when one was missed (or its runs
+    failed), 3 on bad input, 130 when stopped.
+    """
+    from harness.campaign import CampaignError, load_campaign
+    from harness.campaign.teeth import check_names, run_teeth
+    console = Console(stderr=True)
+    try:
+        spec = load_campaign(file)
+        names = check_names(list(bugs))
+        check_writable(store)
+    except CampaignError as exc:
+        raise UserError(str(exc)) from None
+    except StoreError as exc:
+        raise UserError(f"--store: {exc}") from None
+    began = time.monotonic()
+    verdicts = run_teeth(spec, file.resolve(), store, names, console, show_progress=not quiet)
+    wall = time.monotonic() - began
+    if as_json:
+        from harness.campaign.teeth import score
+        caught, exercisable = score(verdicts)
+        click.echo(json.dumps({"campaign": spec.name, "bugs": [v.as_json() for v in verdicts],
+                               "caught": caught, "exercisable": exercisable, "wall_s": round(wall, 1)}, indent=2))
+    else:
+        print_table(spec.name, verdicts, wall)
+    sys.exit(exit_code(verdicts))
+
+
+def exit_code(verdicts: list) -> int:
+    from harness.campaign.teeth import CAUGHT, NOT_EXERCISABLE
+    return 0 if all(v.status in (CAUGHT, NOT_EXERCISABLE) for v in verdicts) else EXIT_MISSED
+
+
+def print_table(name: str, verdicts: list, wall_s: float) -> None:
+    from harness.campaign.teeth import CAUGHT, NOT_EXERCISABLE, score
+    console = Console(width=max(140, Console().width))
+    table = Table(title=f"teeth of campaign {name}")
+    for column in ("bug", "families", "verdict", "runs", "caught by (run: anomaly)"):
+        table.add_column(column)
+    from sut.bugs import get
+    for v in verdicts:
+        if v.status == CAUGHT:
+            first = v.caught_by[0]
+            detail = f"{first['run_id']}: {'; '.join(first['anomalies']) or 'invalid'}"
+            if len(v.caught_by) > 1:
+                detail += f" (+{len(v.caught_by) - 1} more runs)"
+        elif v.status == NOT_EXERCISABLE:
+            detail = f"not exercisable by this campaign (needs {v.needs})"
+        else:
+            detail = v.error or f"all {v.runs} runs valid"
+        verdict = {CAUGHT: "caught", NOT_EXERCISABLE: "–"}.get(v.status, v.status.upper())
+        table.add_row(v.bug, "/".join(get(v.bug).families), verdict, str(v.runs), detail)
+    console.print(table)
+    caught, exercisable = score(verdicts)
+    share = f" = {caught / exercisable:.0%}" if exercisable else ""
+    console.print(f"mutation score: {caught} of {exercisable} exercisable bugs caught{share} "
+                  f"({len(verdicts) - exercisable} not exercisable by this campaign); {wall_s / 60:.1f} min",
+                  highlight=False, soft_wrap=True)

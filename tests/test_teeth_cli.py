@@ -1,0 +1,101 @@
+"""`chaos teeth` and `--bug` without a cluster: which cells can expose each bug, what a
+campaign lacks, and unknown bug names refused before anything starts."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.campaign import load_campaign
+from harness.campaign.teeth import NOT_EXERCISABLE, BugVerdict, bug_campaign, cells, score
+from harness.cli import cli
+from sut import bugs
+from sut.profiles import FAULT_FAMILIES, PROFILES, render
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "campaigns" / "smoke.yaml"
+NIGHTLY = ROOT / "campaigns" / "nightly.yaml"
+
+
+def test_the_library_holds_at_least_eight_documented_bugs_over_every_part_of_the_sut():
+    assert len(bugs.BUGS) >= 8
+    modes = {m for bug in bugs.BUGS.values() for m in bug.modes}
+    assert {"dledger", "controller", "single"} <= modes
+    for bug in bugs.BUGS.values():
+        assert bug.source and bug.anomaly and bug.description
+        assert set(bug.families) <= set(FAULT_FAMILIES) and bug.families
+        assert any(p.mode in bug.modes and p.expected_safe for p in PROFILES.values()), bug.name
+
+
+def test_render_writes_a_bug_only_into_the_roles_that_carry_it():
+    procs = render(PROFILES["controller-3"], ["h"] * 3, ["/w"] * 3, bugs=("read-beyond-confirm-offset",))
+    by_role = {p.role: p.config.get("bugs") for p in procs}
+    assert by_role == {"namesrv": None, "controller": None, "broker": ["read-beyond-confirm-offset"]}
+
+
+def test_smoke_can_expose_every_bug_but_the_ring_and_crash_ones_and_says_what_they_need():
+    smoke = load_campaign(SMOKE)
+    assert cells(smoke, "raft-commit-without-quorum") == (["dledger-3"], ["leader-partition"], None)
+    # the expected-unsafe controller-unclean is no place to look for a bug
+    assert cells(smoke, "read-beyond-confirm-offset")[0] == ["controller-3"]
+    assert cells(smoke, "sync-flush-without-fsync")[2] == ("an expected-safe profile of mode single and a fault "
+                                                           "of family crash")
+    assert cells(smoke, "raft-commit-prior-term")[2] == "a fault of partition-majorities-ring"
+    restricted = bug_campaign(smoke, "raft-commit-without-quorum")
+    assert restricted.bugs == ("raft-commit-without-quorum",) and restricted.profiles == ("dledger-3",)
+    assert bug_campaign(smoke, "sync-flush-without-fsync") is None
+
+
+def test_the_nightly_campaign_can_exercise_every_bug_of_the_library():
+    nightly = load_campaign(NIGHTLY)
+    assert {name: cells(nightly, name)[2] for name in bugs.known()} == dict.fromkeys(bugs.known())
+
+
+def test_the_score_counts_only_exercisable_bugs():
+    verdicts = [BugVerdict("a", "caught"), BugVerdict("b", "missed"), BugVerdict("c", NOT_EXERCISABLE)]
+    assert score(verdicts) == (1, 2)
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "--profile", "dledger-3", "--bug", "raft-forgets-everything"],
+    ["teeth", str(SMOKE), "--bug", "raft-forgets-everything"],
+])
+def test_an_unknown_bug_is_refused_in_one_line_before_anything_starts(tmp_path, command):
+    store = tmp_path / "store"
+    result = CliRunner().invoke(cli, [*command, "--store", str(store)])
+    assert result.exit_code == 3, result.output
+    line = next(x for x in result.output.splitlines() if "unknown bug" in x)
+    assert "'raft-forgets-everything'; known: " + ", ".join(bugs.known()) in line
+    assert "Traceback" not in result.output and not store.exists()
+
+
+def test_a_sut_process_refuses_an_unknown_bug_in_its_config(tmp_path):
+    import json
+    import subprocess
+    import sys
+    config = tmp_path / "namesrv.json"
+    config.write_text(json.dumps({"port": 1, "host": "127.0.0.1", "data_dir": str(tmp_path / "d"),
+                                  "bugs": ["nope"]}))
+    done = subprocess.run([sys.executable, "-m", "sut", "namesrv", "--config", str(config)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "unknown bug 'nope'" in done.stderr
+
+
+def test_the_crash_file_system_reports_unsynced_bytes_per_directory_and_crashes_look_at_the_logs(tmp_path):
+    import os
+    from faults.crash import unsynced_log_bytes
+    from nuclei.lazyfs_node import CrashState
+    state = CrashState(str(tmp_path / "state"))
+    for name, data in (("commitlog", b"acknowledged"), ("consumequeue", b"index")):
+        os.makedirs(state.path(name))
+        live = os.path.join(state.path(name), "0")
+        fd = os.open(live, os.O_RDWR | os.O_CREAT, 0o644)
+        os.pwrite(fd, data, 0)
+        state.wrote(state.fid(live, new=True), 0, len(data))
+        os.close(fd)
+    status = state.status()
+    assert status["unsynced_by_dir"] == {"commitlog": 12, "consumequeue": 5}
+    assert unsynced_log_bytes(status) == 12
+    assert unsynced_log_bytes({**status, "unsynced_by_dir": {"consumequeue": 5}}) == 0
+    assert unsynced_log_bytes({"unsynced_bytes": 7}) == 7   # an older node program: every file

@@ -1,0 +1,68 @@
+"""Library bugs caught on a real cluster: one seeded short run per part of the SUT
+(DLedger's Raft commit rule, Controller mode's ack path, the flush path), sharing
+one 3-node cluster and one Spark check. Every bug of the library is also shown
+caught by `chaos teeth` and bench/catch_rate.py (docs/teeth.md).
+
+Short runs in every form (`timing: fast` for the failovers): the bugs need one fault
+window that outlasts failure detection, not a long run.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from checkers.pipeline import check_runs
+from faults.crash import crash_fs_unavailable
+from harness.run import RunLifecycle
+from harness.spec import build_spec
+from tests.conftest import require
+
+pytestmark = [pytest.mark.cluster, pytest.mark.root, pytest.mark.spark]
+
+COMMON = {"workload": "queue", "timing": "fast", "rate": 40, "concurrency": 4, "seed": 1, "check": False}
+RUNS = {
+    "raft-commit-without-quorum": {"profile": "dledger-3", "faults": ["leader-partition"], "targets": ["brokers"],
+                                   "time": 12, "interval": 3, "duration": 4, "recovery": 4},
+    "ack-without-sync-state-set": {"profile": "controller-3", "faults": ["leader-partition"],
+                                   "targets": ["brokers"], "time": 14, "interval": 4, "duration": 5,
+                                   "recovery": 5},
+    # RocketMQ's flush interval (500 ms): at `fast` (50 ms) a crash seldom finds an acked tail unsynced
+    "sync-flush-without-fsync": {"profile": "single-broker-sync", "faults": ["leader-crash"], "timing": "default",
+                                 "time": 10, "interval": 3, "duration": 3, "recovery": 3},
+}
+
+
+@pytest.fixture(scope="module")
+def checked(make_cluster, tmp_path_factory) -> dict[str, dict[str, Any]]:
+    """bug -> results.json of its run."""
+    require(crash_fs_unavailable() is None, f"the flush bug needs a crash: {crash_fs_unavailable()}")
+    inventory, _ = make_cluster(3)
+    store = tmp_path_factory.mktemp("store")
+    paths = {}
+    for bug, values in RUNS.items():
+        spec = build_spec({**COMMON, **values, "bugs": [bug], "inventory": inventory.source, "store": store})
+        outcome = RunLifecycle(spec, Console(stderr=True), show_progress=False).execute()
+        assert outcome.status == "complete", f"{bug}: {outcome.error}"
+        paths[bug] = Path(outcome.run.path)
+    results = check_runs(list(paths.values()))
+    return {bug: {"result": result, "dir": path} for (bug, path), result in zip(paths.items(), results)}
+
+
+@pytest.mark.parametrize("bug", list(RUNS))
+def test_the_bug_is_caught_losing_acknowledged_messages(checked, bug):
+    result = checked[bug]["result"]
+    counts = result["checkers"]["queue"]["counts"]
+    assert result["valid"] is False, json.dumps(counts)
+    assert counts["lost"] + counts["lost_after_consume_acknowledged"] > 0, json.dumps(counts)
+
+
+def test_run_json_and_the_run_page_say_the_bug_was_switched_on(checked):
+    run_dir = checked["sync-flush-without-fsync"]["dir"]
+    assert json.loads((run_dir / "run.json").read_text())["bugs"] == ["sync-flush-without-fsync"]
+    from reports.run_report import render_run_report
+    page = render_run_report(run_dir).read_text()
+    assert 'data-bugs="sync-flush-without-fsync"' in page and "--bug sync-flush-without-fsync" in page
