@@ -30,10 +30,17 @@ from harness.shrink.search import LEAD_S, TAIL_S, Settings, size
 from harness.shrink.session import shrink
 from harness.spec import RunSpec, SpecError, build_spec
 from inventory import netns
+from sut import bugs as bug_library
 from sut import profiles
 
 # The fault each unsafe profile is known to fail under, and the roles it hits.
 KNOWN_BAD = {"partition": ("leader-partition", ("brokers",)), "crash": ("leader-crash", ("brokers",))}
+
+
+def profile_for(bug: str) -> str:
+    """The safe profile a bug is shrunk on: the first of the bug's mode."""
+    mode = bug_library.get(bug).modes[0]
+    return next(name for name, p in profiles.PROFILES.items() if p.mode == mode and p.expected_safe)
 
 
 def known_bad(profile: str) -> tuple[str, tuple[str, ...]]:
@@ -58,7 +65,7 @@ def mixed(profile: str, seed: int, timing: str, bug: str | None = None) -> sched
     return schedule_file.Schedule(profile=profile, workload="queue", seed=seed, timing=timing,
                                   shape=schedule_file.Shape(time=time_s, recovery=window, rate=100, concurrency=6,
                                                             queues=4, keys=3),
-                                  windows=windows, **({"bug": bug} if bug else {}))
+                                  windows=windows, bugs=(bug,) if bug else ())
 
 
 def hand_minimal(original: schedule_file.Schedule) -> schedule_file.Schedule:
@@ -115,10 +122,7 @@ def main() -> int:
     parser.add_argument("--confirm", type=int, default=3)
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    bugs = [b for b in args.bugs.split(",") if b]
-    if bugs and "bug" not in RunSpec.model_fields:
-        print("this harness has no bug library (`--bug`): --bugs ignored", file=sys.stderr)
-        bugs = []
+    bugs = bug_library.check(b for b in args.bugs.split(",") if b)
     name = f"shrink-{os.getpid()}"
     inventory = netns.up(name, 5, persistent=False)
     store = Path(tempfile.mkdtemp(prefix="bench-shrink-"))
@@ -128,7 +132,7 @@ def main() -> int:
             rows.append(one(profile, args, Path(inventory.source), store))
             print(rows[-1], file=sys.stderr, flush=True)
         for bug in bugs:
-            rows.append(one("controller-3", args, Path(inventory.source), store, bug))
+            rows.append(one(profile_for(bug), args, Path(inventory.source), store, bug))
     finally:
         netns.down(name)
     print("| run | anomalies | original: windows / fault s / run s / ops | shrunk | hand-known minimal "

@@ -83,7 +83,7 @@ class Schedule(BaseModel):
     workload: str
     seed: int
     timing: str = "default"
-    bug: str | None = Field(None, description="a bug of the bug library switched on (`chaos run --bug`)")
+    bugs: tuple[str, ...] = Field((), description="bugs of the bug library switched on (`chaos run --bug`)")
     shape: Shape
     windows: tuple[FaultWindow, ...] = ()
 
@@ -128,7 +128,7 @@ def from_spec(spec: "RunSpec") -> Schedule:
                                                  seed=begin.seed))
         windows = tuple(sorted(windows_found, key=lambda w: (w.start, w.end)))
     return Schedule(profile=spec.profile, workload=spec.workload, seed=spec.seed, timing=spec.timing,
-                    bug=getattr(spec, "bug", None),
+                    bugs=tuple(spec.bugs),
                     shape=Shape(time=spec.time, recovery=spec.recovery, rate=spec.rate,
                                 concurrency=spec.concurrency, queues=spec.queues, keys=spec.keys,
                                 ordered=spec.ordered, mix=dict(spec.mix)),
@@ -140,7 +140,7 @@ def spec_values(schedule: Schedule) -> dict[str, Any]:
     labels = list(dict.fromkeys(window.fault for window in schedule.windows)) or ["noop"]
     return {"profile": schedule.profile, "workload": schedule.workload, "seed": schedule.seed,
             "timing": schedule.timing, **schedule.shape.model_dump(), "faults": labels,
-            "windows": schedule.windows, **({"bug": schedule.bug} if schedule.bug else {})}
+            "windows": schedule.windows, **({"bugs": schedule.bugs} if schedule.bugs else {})}
 
 
 def events(windows: tuple[FaultWindow, ...], run_seed: int) -> list[faults.ScheduledEvent]:
@@ -163,8 +163,8 @@ def events(windows: tuple[FaultWindow, ...], run_seed: int) -> list[faults.Sched
 def dump(schedule: Schedule) -> str:
     """YAML with a header saying how to replay it; windows one mapping each."""
     data = schedule.model_dump(mode="json")
-    if data["bug"] is None:
-        data.pop("bug")
+    if not data["bugs"]:
+        data.pop("bugs")
     data["windows"] = [{k: v for k, v in window.items() if v not in ((), [], None)}
                        for window in data["windows"]]
     if not data["shape"]["mix"]:

@@ -49,6 +49,15 @@ def test_the_file_round_trips_and_a_window_without_a_seed_keeps_its_targets_when
     assert alone.seed == schedule_file.events(bare.windows, bare.seed)[-1].seed
 
 
+def test_a_schedule_carries_the_runs_library_bugs_and_replays_them():
+    spec = build_spec({**SEEDED, "profile": "controller-3", "bugs": ["ack-without-sync-state-set"]},
+                      check_store=False)
+    schedule = schedule_file.from_spec(spec)
+    assert "ack-without-sync-state-set" in schedule_file.dump(schedule)
+    assert replayed(spec).bugs == ("ack-without-sync-state-set",)
+    assert "bugs" not in schedule_file.dump(schedule_file.from_spec(build_spec(SEEDED, check_store=False)))
+
+
 def test_dry_run_of_a_stored_schedule_prints_the_same_digests(tmp_path):
     args = ["run", "--dry-run", "--profile", "controller-unclean", "--fault", "leader-partition",
             "--target", "brokers", "--timing", "fast", "--time", "20", "--seed", "5"]
