@@ -39,7 +39,7 @@ from harness.stale import release_lease, take_lease
 from harness.spec import RunSpec
 from harness.store import RunDir, Store, slug, write_json, write_text
 from inventory import Inventory, InventoryError, Pool, docker, load, netns
-from sut.deploy import DeployError, Deployer
+from sut.deploy import DeployError, Deployer, make_deployer
 from sut.profiles import get as get_profile
 from workloads.base import Workload, run_together
 from workloads.clients import Endpoints
@@ -348,7 +348,7 @@ class RunLifecycle:
             raise RunError(f"profile {self.spec.profile} needs {needed} nodes, "
                            f"inventory {inventory.name} has {len(inventory.nodes)}")
         with Pool(inventory) as pool:
-            deployer = Deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing)
+            deployer = make_deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing)
             fault_specs = faults.validate(self.spec.faults, [node.name for node in deployer.used_nodes])
             journal = nuclei.Journal(self.run.journal_file)
             self.run.journal_file.touch()  # part of the layout even if no fault ever applies

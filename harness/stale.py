@@ -105,7 +105,7 @@ def _clean_up_run(lease: dict[str, Any]) -> str:
 
 def _heal_and_stop(run_dir: Path, record: dict[str, Any], cluster: dict[str, Any]) -> str | None:
     """Undo the run's journal on its nodes and stop its SUT; the problem, or None."""
-    from sut.deploy import DeployError, Deployer
+    from sut.deploy import DeployError, make_deployer
 
     inventory_file = cluster.get("file")
     if not inventory_file or not Path(inventory_file).is_file():
@@ -119,7 +119,7 @@ def _heal_and_stop(run_dir: Path, record: dict[str, Any], cluster: dict[str, Any
                 report = nuclei.heal(pool, nuclei.Journal(journal_file))
                 if not report.ok:
                     return "; ".join(report.errors)
-            Deployer(pool, inventory, spec.get("profile") or record.get("profile"), run_dir,
+            make_deployer(pool, inventory, spec.get("profile") or record.get("profile"), run_dir,
                      timing=spec.get("timing", "default")).stop()
     except (InventoryError, DeployError, nuclei.NucleusError, nuclei.JournalError, OSError) as error:
         return f"{type(error).__name__}: {error}"

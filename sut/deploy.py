@@ -56,7 +56,7 @@ class Deployer:
             self.profile = get(profile_name)
             nodes = list(inventory.nodes)
             for node in nodes:
-                _check_workdir(node)
+                check_workdir(node)
             rendered = render(self.profile, [n.host for n in nodes], [n.workdir for n in nodes], timing)
         except ProfileError as exc:
             raise DeployError(str(exc)) from None
@@ -214,7 +214,20 @@ class Deployer:
         return copied
 
 
-def _check_workdir(node: Node) -> None:
+def make_deployer(pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
+                  timing: str = "default") -> Any:
+    """The deployer of the profile's system: the model's (Deployer) or real RocketMQ's."""
+    try:
+        system = get(profile_name).system
+    except ProfileError as exc:
+        raise DeployError(str(exc)) from None
+    if system == "rocketmq":
+        from sut.rocketmq.deploy import RocketMQDeployer
+        return RocketMQDeployer(pool, inventory, profile_name, run_dir, timing=timing)
+    return Deployer(pool, inventory, profile_name, run_dir, timing=timing)
+
+
+def check_workdir(node: Node) -> None:
     workdir = node.workdir.rstrip("/")
     if not workdir.startswith("/") or workdir.count("/") < 2:
         raise ProfileError(f"node {node.name}: workdir '{node.workdir}' must be an absolute path "
