@@ -1,0 +1,146 @@
+"""RocketMQ's own client driven from Python, against a real RocketMQ on loopback.
+
+One nameserver and one broker JVM (tests/rmq_support.py) for the module; the driver JVM
+(sut/rocketmq/driver.py) is started per test where the test kills or closes it.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from sut.rocketmq.driver import Driver, DriverDied, DriverError, classify_error, classify_send
+from tests.rmq_support import BROKER_NAME, rmq_loopback  # noqa: F401 - the fixture
+from workloads.base import Completion
+from workloads.clients import ROCKETMQ, Endpoints, broker_client
+from workloads.rocketmq_client import RocketMQClient
+
+pytestmark = pytest.mark.jvm
+QUEUES = 4
+
+
+def endpoints(cluster) -> Endpoints:
+    return Endpoints(namesrv=[cluster.namesrv], brokers=[cluster.broker], system=ROCKETMQ)
+
+
+def client(cluster, topic: str, op_timeout: float = 6.0) -> RocketMQClient:
+    made = broker_client(endpoints(cluster), topic, "chaos-test-group", op_timeout,
+                         {"127.0.0.1": "n1"}, route_refresh_s=1.0)
+    assert isinstance(made, RocketMQClient)
+    return made
+
+
+def test_send_to_a_queue_then_pull_it_back_by_offset(rmq_loopback):
+    async def scenario() -> tuple[list[Completion], Completion, Completion]:
+        rmq = client(rmq_loopback, "t-send-pull")
+        try:
+            await rmq.create_topic(QUEUES)
+            sent = [await rmq.send(2, f"m{i}".encode(), f"m{i}") for i in range(3)]
+            pulled = await rmq.pull(2, 1, 32)
+            empty = await rmq.pull(3, 0, 32)
+            await rmq.commit(2, 3)
+            return sent, pulled, empty
+        finally:
+            await rmq.close()
+
+    sent, pulled, empty = asyncio.run(scenario())
+    assert [s.type for s in sent] == ["ok"] * 3, sent
+    assert [s.value for s in sent] == [0, 1, 2]          # the queue offsets, in order
+    assert {s.node for s in sent} == {"n1"}               # the broker's address, as a node name
+    assert pulled.type == "ok" and pulled.node == "n1"
+    batch, next_offset, from_master = pulled.value
+    assert batch == [(1, b"m1"), (2, b"m2")] and next_offset == 3 and from_master
+    assert empty.type == "ok" and empty.value[0] == []
+
+
+def test_admin_creates_the_topic_and_names_the_master(rmq_loopback):
+    with Driver() as driver:
+        done = driver.call("create_topic", timeout=30, namesrv=rmq_loopback.namesrv, topic="t-admin", queues=3)
+        cluster = driver.call("cluster", timeout=30, namesrv=rmq_loopback.namesrv)
+        route = driver.call("topic_route", timeout=30, namesrv=rmq_loopback.namesrv, topic="t-admin")
+        opened = driver.call("open", timeout=30, namesrv=rmq_loopback.namesrv, route_refresh_ms=1000)
+        sent = driver.call("send", timeout=30, client=opened["client"], topic="t-admin", queue=1,
+                           body="aGk=", key="k1")
+    assert done["created"] == {rmq_loopback.broker: 0} and not done["failed"]
+    assert cluster["brokers"] == {BROKER_NAME: {"0": rmq_loopback.broker}}
+    assert BROKER_NAME in cluster["clusters"]["chaos-test"]
+    assert route["queues"][BROKER_NAME]["write"] == 3
+    assert sent["status"] == "SEND_OK" and sent["queue_id"] == 1 and sent["queue_offset"] == 0
+    assert sent["msg_id"] and sent["broker_name"] == BROKER_NAME
+
+
+def test_a_killed_driver_turns_sends_in_flight_into_info(rmq_loopback):
+    async def scenario() -> tuple[list[Completion], Completion]:
+        rmq = client(rmq_loopback, "t-killed")
+        try:
+            await rmq.create_topic(QUEUES)
+            await rmq.send(0, b"warm", "warm")
+            driver = rmq._driver
+            assert driver is not None and driver.alive
+            sends = [asyncio.ensure_future(rmq.send(q % QUEUES, b"x", f"k{q}")) for q in range(40)]
+            await asyncio.sleep(0)   # the requests are written before the kill
+            os.kill(driver.pid, signal.SIGKILL)
+            done = await asyncio.gather(*sends)
+            after = await rmq.send(1, b"after", "after")  # a fresh driver and producer
+            return done, after
+        finally:
+            await rmq.close()
+
+    done, after = asyncio.run(scenario())
+    types = {c.type for c in done}
+    assert types <= {"ok", "info"} and "info" in types, done
+    assert all("DriverDied" in c.error for c in done if c.type == "info")
+    assert after.type == "ok"
+
+
+def test_a_stopped_broker_gives_fail_or_info_never_ok(rmq_loopback):
+    """Sends to a killed broker: a refused connection is fail (nothing was written), a
+    timeout or a dropped connection is info; the same statuses as the outcome table."""
+    async def scenario() -> list[Completion]:
+        rmq = client(rmq_loopback, "t-stopped", op_timeout=2.0)
+        try:
+            await rmq.create_topic(QUEUES)
+            assert (await rmq.send(0, b"before", "before")).type == "ok"
+            rmq_loopback.stop("broker")
+            return [await rmq.send(q % QUEUES, b"y", f"s{q}") for q in range(3)]
+        finally:
+            await rmq.close()
+
+    try:
+        results = asyncio.run(scenario())
+    finally:
+        rmq_loopback.start_broker()   # later tests (and the module's fixture) keep a broker
+    assert all(r.type in ("fail", "info") for r in results), results
+    refused = [r for r in results if "RemotingConnectException" in (r.error or "")]
+    assert refused and all(r.type == "fail" for r in refused), results
+
+
+def test_the_outcome_table():
+    broker = lambda code: DriverError({"class": "MQBrokerException", "code": code})  # noqa: E731
+    assert classify_send("SEND_OK") == "ok"
+    assert {classify_send(s) for s in ("FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")} == {"info"}
+    assert classify_error(broker(2)) == "fail" and classify_error(broker(17)) == "fail"
+    assert classify_error(broker(14)) == "info" and classify_error(broker(1)) == "info"
+    assert classify_error(DriverError({"class": "RemotingConnectException"})) == "fail"
+    assert classify_error(DriverError({"class": "RemotingTimeoutException"})) == "info"
+    assert classify_error(DriverError({"class": "RemotingSendRequestException"})) == "info"
+    assert classify_error(DriverError({"class": "MQClientException", "cause": "RemotingTimeoutException"})) == "info"
+    assert classify_error(DriverDied("gone")) == "info"
+
+
+def test_closing_the_driver_leaves_no_jvm():
+    from tests.rmq_support import require_rocketmq
+    require_rocketmq()
+    driver = Driver().start()
+    pid = driver.pid
+    assert driver.call("ping", timeout=30) == "pong"
+    driver.close()
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}")
+    with pytest.raises(DriverDied):
+        driver.call("ping", timeout=5)
