@@ -518,7 +518,8 @@ def endpoints_of(deployer: Deployer) -> Endpoints:
     found = deployer.endpoints()
     kv_names = {p.name for p in deployer.profile.processes if serves_kv(p)}
     return Endpoints(namesrv=found.get("namesrv", []), brokers=found.get("brokers", []),
-                     kv=[ref.address for ref in deployer.refs if ref.name in kv_names])
+                     kv=[ref.address for ref in deployer.refs if ref.name in kv_names],
+                     system=deployer.profile.system)
 
 
 def default_run_id(spec: RunSpec) -> str:

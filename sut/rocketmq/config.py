@@ -21,7 +21,9 @@ from sut.rocketmq.profiles import CONTROLLER_MAPPED_FILE_MB, HEAP_MB, MAPPED_FIL
 MAIN_CLASS = {"namesrv": "org.apache.rocketmq.namesrv.NamesrvStartup",
               "controller": "org.apache.rocketmq.controller.ControllerStartup",
               "broker": "org.apache.rocketmq.broker.BrokerStartup"}
-CLUSTER = "chaos"
+# RocketMQ registers the cluster name as a system topic: it must differ from the
+# workloads' topic ("chaos").
+CLUSTER = "ChaosCluster"
 DLEDGER_GROUP = "broker-a"
 # JDK 17: hessian in the controller's replicas-info manager and DLedger's / the
 # store's mmap clean-up reach into java.base.
