@@ -1,65 +1,58 @@
-"""Asking a RocketMQ cluster about itself with RocketMQ's own admin tool (mqadmin).
+"""Asking a RocketMQ cluster about itself through RocketMQ's own admin API.
 
-Runs `org.apache.rocketmq.tools.command.MQAdminStartup` from the local release
-on the control node (which reaches every node's address). One JVM per
-question costs a second or two: enough for health checks and finding the
-master before a leader-* fault; the workload's client does not use it.
+The questions go to the driver JVM (sut/rocketmq/driver.py: DefaultMQAdminExt
+inside), one process kept for a minute after its last question, so health
+polls and the leader lookups of leader-* faults cost a request, not a JVM start.
 """
 from __future__ import annotations
 
-import subprocess
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
-from sut.rocketmq.release import local_dir
+from sut.rocketmq.driver import DriverDied, DriverError, DriverMissing, SharedDriver
 
-ADMIN_CLASS = "org.apache.rocketmq.tools.command.MQAdminStartup"
-JVM = ("-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true")
+_ADMIN = SharedDriver(linger_s=60.0)
 
 
 class AdminError(Exception):
-    """The admin tool failed or timed out (one line)."""
+    """The admin request failed or timed out (one line)."""
 
 
-def mqadmin(args: list[str], timeout: float = 30.0, home: Path | None = None) -> str:
-    """stdout of one mqadmin command; its logs go to a home that is removed after."""
-    lib = (home or local_dir()) / "lib"
-    with tempfile.TemporaryDirectory(prefix="rmq-admin-") as user_home:
-        argv = ["java", *JVM, f"-Duser.home={user_home}", f"-Drocketmq.home.dir={lib.parent}",
-                "-cp", f"{lib}/*", ADMIN_CLASS, *args]
-        try:
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AdminError(f"mqadmin {args[0]} did not answer within {timeout:g}s") from None
-    if result.returncode != 0:
-        tail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise AdminError(f"mqadmin {args[0]} failed: {tail[0][:200]}")
-    return result.stdout
+def ask(op: str, timeout: float, **args: object) -> object:
+    try:
+        driver = _ADMIN.acquire()
+    except (DriverDied, DriverMissing, OSError) as exc:
+        raise AdminError(f"RocketMQ admin unavailable: {exc}") from None
+    try:
+        return driver.call(op, timeout=timeout + 2.0, timeout_ms=int(timeout * 1000), **args)
+    except (DriverError, DriverDied, TimeoutError) as exc:
+        raise AdminError(f"RocketMQ admin {op}: {exc}") from None
+    finally:
+        _ADMIN.release()
 
 
 @dataclass(frozen=True)
 class BrokerEntry:
-    cluster: str
     broker_name: str
     broker_id: int
     address: str
 
 
-def cluster_list(namesrv: str, timeout: float = 30.0) -> list[BrokerEntry]:
+def cluster_list(namesrv: str, timeout: float = 5.0) -> list[BrokerEntry]:
     """The brokers the nameserver routes to: brokerId 0 is a group's master."""
-    entries = []
-    for line in mqadmin(["clusterList", "-n", namesrv], timeout).splitlines():
-        words = line.split()
-        if len(words) >= 4 and not words[0].startswith("#") and words[2].lstrip("-").isdigit():
-            entries.append(BrokerEntry(words[0], words[1], int(words[2]), words[3]))
-    return entries
+    info = ask("cluster", timeout, namesrv=namesrv)
+    brokers = info.get("brokers", {}) if isinstance(info, dict) else {}
+    return [BrokerEntry(name, int(broker_id), address)
+            for name, ids in sorted(brokers.items()) for broker_id, address in sorted(ids.items())]
 
 
-def controller_leader(controller: str, timeout: float = 30.0) -> str | None:
-    """The address of the controllers' Raft leader, as the asked controller sees it."""
-    for line in mqadmin(["getControllerMetaData", "-a", controller], timeout).splitlines():
-        words = line.split()
-        if len(words) == 2 and words[0] == "#ControllerLeaderAddress" and words[1] != "null":
-            return words[1]
-    return None
+def controller_leader(namesrv: str, controller: str, timeout: float = 5.0) -> str | None:
+    """The controllers' Raft leader's address, as the asked controller sees it."""
+    meta = ask("controller_meta", timeout, namesrv=namesrv, controller=controller)
+    leader = meta.get("leader_addr") if isinstance(meta, dict) else None
+    return leader or None
+
+
+def sync_state(namesrv: str, controller: str, groups: list[str], timeout: float = 5.0) -> dict:
+    """The controller's view of each broker group: master, epochs, SyncStateSet."""
+    state = ask("sync_state", timeout, namesrv=namesrv, controller=controller, brokers=groups)
+    return state if isinstance(state, dict) else {}

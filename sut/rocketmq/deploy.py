@@ -24,7 +24,7 @@ from sut.rocketmq.config import RmqProcess, properties_text, release_dir, render
 from sut.rocketmq.release import ReleaseError, ensure, local_dir, release_id
 
 START_ORDER = {"namesrv": 0, "controller": 1, "broker": 2}
-ADMIN_TIMEOUT_S = 20.0
+ADMIN_TIMEOUT_S = 5.0
 
 
 class RocketMQDeployer:
@@ -206,7 +206,7 @@ class RocketMQDeployer:
 
     def _ask_leader(self, controller: str) -> str | None:
         try:
-            return admin.controller_leader(controller, ADMIN_TIMEOUT_S)
+            return admin.controller_leader(self.namesrv, controller, ADMIN_TIMEOUT_S)
         except admin.AdminError:
             return None
 
@@ -233,17 +233,70 @@ class RocketMQDeployer:
         return copied
 
     def cluster_state(self) -> dict[str, Any]:
-        """Who is master, who is routed, who leads the controllers: for reports."""
-        state: dict[str, Any] = {"system": "rocketmq", "profile": self.profile.name}
+        """The SUT's view of itself in sut/cluster_state.py's shape, from RocketMQ's admin
+        API: the nameserver's routes (brokerId 0 is master), the controllers' metadata
+        and the leader's SyncStateSet. A broker the nameserver does not route is `down`."""
+        answered: set[str] = set()
+        groups: dict[str, dict[str, Any]] = {}
+        brokers = [r for r in self.refs if r.role == "broker"]
+        for ref in brokers:
+            group = groups.setdefault(self._group_of(ref), {"master": None, "epoch": None, "term": None,
+                                                            "sync_state_set": None, "members": {}})
+            group["members"][ref.node] = "down"
         try:
-            state["brokers"] = [{"name": e.broker_name, "id": e.broker_id, "address": e.address,
-                                 "node": self._node_of(e.address, "broker")}
-                                for e in admin.cluster_list(self.namesrv, ADMIN_TIMEOUT_S)]
-        except admin.AdminError as exc:
-            state["error"] = str(exc)
-        if any(r.role == "controller" for r in self.refs):
-            state["controller_leader"] = self.leader("controller")
-        return state
+            for entry in admin.cluster_list(self.namesrv, ADMIN_TIMEOUT_S):
+                node = self._node_of(entry.address, "broker")
+                if node is None or entry.broker_name not in groups:
+                    continue
+                answered.add(node)
+                groups[entry.broker_name]["members"][node] = "master" if entry.broker_id == 0 else "slave"
+                if entry.broker_id == 0:
+                    groups[entry.broker_name]["master"] = node
+            answered.update(r.node for r in self.refs if r.role == "namesrv")
+        except admin.AdminError:
+            pass
+        controller = self._controller_state(groups, answered)
+        nodes = {ref.node: {"reachable": ref.node in answered, "down": []} for ref in self.refs}
+        for ref in self.refs:
+            up = ref.node in answered and (ref.role != "broker" or
+                                            groups[self._group_of(ref)]["members"][ref.node] != "down")
+            if not up:
+                nodes[ref.node]["down"].append(ref.name)
+        return {"groups": dict(sorted(groups.items())), "controller": controller, "nodes": dict(sorted(nodes.items()))}
+
+    def _group_of(self, ref: ProcessRef) -> str:
+        proc = next(p for p in self.profile.processes if p.name == ref.name)
+        return str(proc.config.get("broker_name", ref.name))
+
+    def _controller_state(self, groups: dict[str, dict[str, Any]], answered: set[str]) -> dict[str, Any] | None:
+        controllers = [r for r in self.refs if r.role == "controller"]
+        if not controllers:
+            return None
+        members, leader_addr = {}, None
+        for ref in controllers:
+            try:
+                meta = admin.ask("controller_meta", ADMIN_TIMEOUT_S, namesrv=self.namesrv, controller=ref.address)
+            except admin.AdminError:
+                members[ref.node] = "down"
+                continue
+            answered.add(ref.node)
+            members[ref.node] = "leader" if meta.get("is_leader") else "follower"
+            leader_addr = leader_addr or meta.get("leader_addr")
+        leader = next((n for n, role in members.items() if role == "leader"), None)
+        if leader_addr is not None:
+            self._add_sync_state(leader_addr, groups)
+        return {"leader": leader, "term": None, "members": members}
+
+    def _add_sync_state(self, controller: str, groups: dict[str, dict[str, Any]]) -> None:
+        try:
+            state = admin.sync_state(self.namesrv, controller, sorted(groups), ADMIN_TIMEOUT_S)
+        except admin.AdminError:
+            return
+        for name, info in state.items():
+            if name in groups:
+                groups[name]["epoch"] = info.get("master_epoch")
+                groups[name]["sync_state_set"] = sorted(
+                    n for n in (self._node_of(r.get("addr"), "broker") for r in info.get("in_sync") or []) if n)
 
 
 def _java_major(version_text: str) -> int | None:
