@@ -30,6 +30,11 @@ def ask(op: str, timeout: float, **args: object) -> object:
         _ADMIN.release()
 
 
+def close() -> None:
+    """End the admin JVM now (the next question starts it again)."""
+    _ADMIN.close()
+
+
 @dataclass(frozen=True)
 class BrokerEntry:
     broker_name: str

@@ -172,6 +172,7 @@ class RocketMQDeployer:
 
         with ThreadPoolExecutor(max_workers=max(1, len(by_node))) as workers:
             errors = [e for e in workers.map(stop_node, list(by_node)) if e]
+        admin.close()
         if errors:
             raise DeployError("could not stop every RocketMQ process: " + "; ".join(errors))
 
