@@ -358,7 +358,12 @@ def refused_fault(profile: Profile | str, fault_name: str) -> str | None:
 
 
 def _real_rocketmq() -> dict[str, Profile]:
-    # Imported last: sut.rocketmq.profiles builds on this module's types.
+    # Imported last: sut.rocketmq.profiles builds on this module's types. If it is the
+    # module being imported (and so imported this one), it registers itself when done.
+    import sys
+    module = sys.modules.get("sut.rocketmq.profiles")
+    if module is not None and not hasattr(module, "PROFILES"):
+        return {}
     from sut.rocketmq.profiles import PROFILES as rocketmq
     return rocketmq
 
