@@ -122,7 +122,7 @@ class RocketMQDeployer:
             dead = self._dead_processes()
             if dead:
                 raise DeployError(f"RocketMQ processes exited during start: {', '.join(dead)} "
-                                  f"(their {self.rendered[0].role}.out / logs/rocketmqlogs under the data dir)")
+                                  f"(see <role>.out and logs/rocketmqlogs/ in their data dirs)")
             why = self._unhealthy()
             if why is None:
                 return

@@ -43,7 +43,6 @@ RMQ_TIMINGS: dict[str, dict[str, int]] = {
         "ha_max_time_slave_not_catchup_ms": 15000,  # haMaxTimeSlaveNotCatchup
         "ha_heartbeat_interval_ms": 5000,           # haSendHeartbeatInterval
         "ha_housekeeping_ms": 20000,                # haHousekeepingInterval
-        "route_refresh_ms": 30000,                  # client pollNameServerInterval
         "jraft_election_timeout_ms": 1000,          # jRaftElectionTimeoutMs
     },
     "fast": {
@@ -59,7 +58,6 @@ RMQ_TIMINGS: dict[str, dict[str, int]] = {
         "ha_max_time_slave_not_catchup_ms": 5000,
         "ha_heartbeat_interval_ms": 1000,
         "ha_housekeeping_ms": 5000,
-        "route_refresh_ms": 1000,
         "jraft_election_timeout_ms": 1000,
     },
 }
