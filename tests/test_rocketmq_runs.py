@@ -64,5 +64,5 @@ def test_unclean_controller_mode_under_master_partitions_loses_acknowledged_mess
     # Acked by the cut-off master alone, then truncated away when it rejoined as a slave.
     lost = queue["lost"] + queue["lost_after_consume"]
     assert queue["counts"]["lost"] + queue["counts"]["lost_after_consume"] == len(lost) > 0
-    acked = {ev["value"]["id"] for ev in read_history(outcome.run.path) if ev["f"] == "send" and ev["type"] == "ok"}
+    acked = {str(ev["value"]["id"]) for ev in read_history(outcome.run.path) if ev["f"] == "send" and ev["type"] == "ok"}
     assert {item["id"] for item in lost} <= acked
