@@ -71,8 +71,8 @@ def test_timing_fast_shortens_failure_detection_where_rocketmq_lets_it():
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"faults": ["leader-crash"]}, "crash faults cannot apply to real RocketMQ"),
-    ({"faults": ["noop"], "overlap": ["random-crash"]}, "crash faults cannot apply to real RocketMQ"),
+    ({"faults": ["leader-crash"]}, "crash faults are not enabled on real RocketMQ"),
+    ({"faults": ["noop"], "overlap": ["random-crash"]}, "crash faults are not enabled on real RocketMQ"),
     ({"workload": "register"}, "real RocketMQ has no key-value store"),
 ])
 def test_what_cannot_apply_to_real_rocketmq_is_refused_with_its_reason(tmp_path, values, message):

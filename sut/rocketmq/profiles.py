@@ -111,10 +111,10 @@ class Options:
 
 # Fault families that cannot apply to real RocketMQ, with the reason a run gives.
 REFUSED = {
-    "crash": "crash faults cannot apply to real RocketMQ: its commitlog and consume queues are written "
-             "through mmap, and the crash file system only sees those pages when the kernel writes them "
-             "back, so a kill -9 keeps them and 'lose what was not fsynced' would not hold "
-             "(docs/rocketmq.md, the crash-fault finding)",
+    "crash": "crash faults are not enabled on real RocketMQ: the crash file system does drop a killed "
+             "JVM's unsynced mmap pages, but which rmq- profiles promise to survive a crash is not "
+             "established (DLedger followers and Controller-mode slaves acknowledge from page cache) "
+             "(docs/rocketmq.md, the crash fault)",
 }
 
 
