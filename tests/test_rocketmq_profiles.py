@@ -2,12 +2,17 @@
 run refuses on them before anything starts (no cluster, no JVM)."""
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import EXIT_ERROR, cli
 from harness.spec import SpecError, build_spec
 from sut.profiles import PROFILES, failure_detection_s, get
 from sut.rocketmq.config import ADD_OPENS, render
 
+REPO = Path(__file__).resolve().parents[1]
 HOSTS = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
 WORKDIRS = [f"/var/lib/chaos/nodes/n{i}" for i in range(1, 5)]
 
@@ -79,3 +84,22 @@ def test_what_cannot_apply_to_real_rocketmq_is_refused_with_its_reason(tmp_path,
     spec = {"profile": "rmq-controller-3", "store": tmp_path / "store", "nodes": 4, **values}
     with pytest.raises(SpecError, match=message):
         build_spec(spec)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fault", "leader-crash"], "crash faults are not enabled on real RocketMQ"),
+    (["--workload", "register"], "real RocketMQ has no key-value store"),
+    (["--nodes", "3"], "profile rmq-controller-3 needs 4 nodes"),
+])
+def test_chaos_run_refuses_them_in_one_line_before_anything_starts(tmp_path, args, message):
+    result = CliRunner().invoke(cli, ["run", "--profile", "rmq-controller-3", *args, "--store", str(tmp_path / "s")])
+    assert result.exit_code == EXIT_ERROR, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], result.output
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_article_campaign_is_the_full_matrix_and_a_dry_run_prints_its_size():
+    result = CliRunner().invoke(cli, ["campaign", str(REPO / "campaigns" / "rocketmq-article.yaml"), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "168 runs (8 profiles x 1 workloads x 7 faults x 3 repeats)" in result.output
