@@ -108,7 +108,22 @@ class RocketMQDeployer:
             self.pool.run(ref.node, ["mkdir", "-p", ref.data_dir])
             self.pool.put(ref.node, path, proc.config_path)
         for ref in self.refs:
+            if ref.role == "broker" and ref is self._first_broker():
+                self._wait_controller_leader()
             self.start_process(ref)
+
+    def _first_broker(self) -> ProcessRef | None:
+        return next((r for r in self.refs if r.role == "broker"), None)
+
+    def _wait_controller_leader(self, timeout: float = 60.0) -> None:
+        """Brokers in Controller mode retry their first registration only every few
+        seconds: starting them once the controllers have a leader saves that wait."""
+        controllers = [r.address for r in self.refs if r.role == "controller"]
+        deadline = time.monotonic() + timeout
+        while controllers and time.monotonic() < deadline:
+            if any(map(self._ask_leader, controllers)):
+                return
+            time.sleep(0.5)
 
     def start_process(self, ref: ProcessRef) -> int:
         """Start one process detached (also the restart hook of the kill nemesis); its pid."""
