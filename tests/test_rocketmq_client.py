@@ -1,7 +1,8 @@
 """RocketMQ's own client driven from Python, against a real RocketMQ on loopback.
 
-One nameserver and one broker JVM (tests/rmq_support.py) for the module; the driver JVM
-(sut/rocketmq/driver.py) is started per test where the test kills or closes it.
+One nameserver (with an embedded controller) and one broker in Controller mode
+(tests/rmq_support.py) for the module; the workloads' clients share one driver JVM
+(sut/rocketmq/driver.py), the admin and lifetime tests start their own.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 import pytest
 
 from sut.rocketmq.driver import Driver, DriverDied, DriverError, classify_error, classify_send
-from tests.rmq_support import BROKER_NAME, rmq_loopback  # noqa: F401 - the fixture
+from tests.rmq_support import BROKER_NAME, require_rocketmq, rmq_cluster, rmq_loopback  # noqa: F401 - fixtures
 from workloads.base import Completion
 from workloads.clients import ROCKETMQ, Endpoints, broker_client
 from workloads.rocketmq_client import RocketMQClient
@@ -56,18 +57,25 @@ def test_send_to_a_queue_then_pull_it_back_by_offset(rmq_loopback):
     assert empty.type == "ok" and empty.value[0] == []
 
 
-def test_admin_creates_the_topic_and_names_the_master(rmq_loopback):
+def test_admin_creates_the_topic_and_names_the_master_and_the_controller_leader(rmq_loopback):
+    namesrv, controller = rmq_loopback.namesrv, rmq_loopback.controller_addr
     with Driver() as driver:
-        done = driver.call("create_topic", timeout=30, namesrv=rmq_loopback.namesrv, topic="t-admin", queues=3)
-        cluster = driver.call("cluster", timeout=30, namesrv=rmq_loopback.namesrv)
-        route = driver.call("topic_route", timeout=30, namesrv=rmq_loopback.namesrv, topic="t-admin")
-        opened = driver.call("open", timeout=30, namesrv=rmq_loopback.namesrv, route_refresh_ms=1000)
+        done = driver.call("create_topic", timeout=30, namesrv=namesrv, topic="t-admin", queues=3)
+        cluster = driver.call("cluster", timeout=30, namesrv=namesrv)
+        route = driver.call("topic_route", timeout=30, namesrv=namesrv, topic="t-admin")
+        meta = driver.call("controller_meta", timeout=30, namesrv=namesrv, controller=controller)
+        sync = driver.call("sync_state", timeout=30, namesrv=namesrv, controller=controller, brokers=[BROKER_NAME])
+        opened = driver.call("open", timeout=30, namesrv=namesrv, route_refresh_ms=1000)
         sent = driver.call("send", timeout=30, client=opened["client"], topic="t-admin", queue=1,
                            body="aGk=", key="k1")
     assert done["created"] == {rmq_loopback.broker: 0} and not done["failed"]
-    assert cluster["brokers"] == {BROKER_NAME: {"0": rmq_loopback.broker}}
+    assert cluster["brokers"] == {BROKER_NAME: {"0": rmq_loopback.broker}}   # id 0: the master
     assert BROKER_NAME in cluster["clusters"]["chaos-test"]
     assert route["queues"][BROKER_NAME]["write"] == 3
+    assert meta["is_leader"] and meta["leader_addr"] == controller
+    group = sync[BROKER_NAME]
+    assert group["master_addr"] == rmq_loopback.broker and group["master_epoch"] >= 1
+    assert [r["addr"] for r in group["in_sync"]] == [rmq_loopback.broker]
     assert sent["status"] == "SEND_OK" and sent["queue_id"] == 1 and sent["queue_offset"] == 0
     assert sent["msg_id"] and sent["broker_name"] == BROKER_NAME
 
@@ -98,7 +106,8 @@ def test_a_killed_driver_turns_sends_in_flight_into_info(rmq_loopback):
 
 def test_a_stopped_broker_gives_fail_or_info_never_ok(rmq_loopback):
     """Sends to a killed broker: a refused connection is fail (nothing was written), a
-    timeout or a dropped connection is info; the same statuses as the outcome table."""
+    timeout or a dropped connection is info; the same statuses as the outcome table.
+    The broker stays stopped: the next test that needs it starts it again."""
     async def scenario() -> list[Completion]:
         rmq = client(rmq_loopback, "t-stopped", op_timeout=2.0)
         try:
@@ -109,10 +118,7 @@ def test_a_stopped_broker_gives_fail_or_info_never_ok(rmq_loopback):
         finally:
             await rmq.close()
 
-    try:
-        results = asyncio.run(scenario())
-    finally:
-        rmq_loopback.start_broker()   # later tests (and the module's fixture) keep a broker
+    results = asyncio.run(scenario())
     assert all(r.type in ("fail", "info") for r in results), results
     refused = [r for r in results if "RemotingConnectException" in (r.error or "")]
     assert refused and all(r.type == "fail" for r in refused), results
@@ -132,7 +138,6 @@ def test_the_outcome_table():
 
 
 def test_closing_the_driver_leaves_no_jvm():
-    from tests.rmq_support import require_rocketmq
     require_rocketmq()
     driver = Driver().start()
     pid = driver.pid

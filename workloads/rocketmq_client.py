@@ -76,21 +76,23 @@ class RocketMQClient:
     # -- admin --------------------------------------------------------------------------------
     async def create_topic(self, queues: int) -> None:
         """Create the topic on every broker (masters and replicas, so a replica that becomes
-        master has it), then wait until the nameservers route all its queues."""
+        master has it), then wait until the nameservers route all its queues. Brokers that
+        just started may not be registered yet: until the deadline, try again."""
         driver, _ = await self._open()
-        done = await driver.acall("create_topic", namesrv=self.namesrv, topic=self.topic, queues=queues)
-        if not done["created"]:
-            raise RuntimeError(f"topic {self.topic} was created on no broker: {done['failed']}")
         deadline = time.monotonic() + ROUTE_WAIT_S
+        created = False
         while True:
             try:
-                if len(await self._call("queues", refresh=True)) >= queues:
+                if not created:
+                    done = await driver.acall("create_topic", namesrv=self.namesrv, topic=self.topic, queues=queues)
+                    created = bool(done["created"])
+                if created and len(await self._call("queues", refresh=True)) >= queues:
                     return
             except DriverError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"topic {self.topic} has no route with {queues} queues "
-                                   f"after {ROUTE_WAIT_S:g}s")
+                raise RuntimeError(f"topic {self.topic} has no route with {queues} queues after "
+                                   f"{ROUTE_WAIT_S:g}s" + ("" if created else " (no broker took it)"))
             await asyncio.sleep(ROUTE_POLL_S)
 
     # -- operations ---------------------------------------------------------------------------
