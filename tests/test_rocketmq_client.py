@@ -13,10 +13,14 @@ import time
 
 import pytest
 
-from sut.rocketmq.driver import Driver, DriverDied, DriverError, classify_error, classify_send
+from sut.rocketmq.driver import Admin, Driver, DriverDied, DriverError, classify_error, classify_send
 from tests.rmq_support import BROKER_NAME, require_rocketmq, rmq_cluster, rmq_loopback  # noqa: F401 - fixtures
-from workloads.base import Completion
+from test_workloads_history import check_process_rules
+from test_workloads_sut import consumed_ids, run_workload
+from workloads.base import Completion, WorkloadOptions
 from workloads.clients import ROCKETMQ, Endpoints, broker_client
+from workloads.log import LogWorkload
+from workloads.queue import QueueWorkload
 from workloads.rocketmq_client import RocketMQClient
 
 pytestmark = pytest.mark.jvm
@@ -65,6 +69,8 @@ def test_admin_creates_the_topic_and_names_the_master_and_the_controller_leader(
         route = driver.call("topic_route", timeout=30, namesrv=namesrv, topic="t-admin")
         meta = driver.call("controller_meta", timeout=30, namesrv=namesrv, controller=controller)
         sync = driver.call("sync_state", timeout=30, namesrv=namesrv, controller=controller, brokers=[BROKER_NAME])
+        admin = Admin(driver, [namesrv], timeout=30)
+        masters, leader = admin.masters(), admin.controller_leader(["127.0.0.1:1", controller])
         opened = driver.call("open", timeout=30, namesrv=namesrv, route_refresh_ms=1000)
         sent = driver.call("send", timeout=30, client=opened["client"], topic="t-admin", queue=1,
                            body="aGk=", key="k1")
@@ -73,11 +79,37 @@ def test_admin_creates_the_topic_and_names_the_master_and_the_controller_leader(
     assert BROKER_NAME in cluster["clusters"]["chaos-test"]
     assert route["queues"][BROKER_NAME]["write"] == 3
     assert meta["is_leader"] and meta["leader_addr"] == controller
+    assert masters == {BROKER_NAME: rmq_loopback.broker} and leader == controller
     group = sync[BROKER_NAME]
     assert group["master_addr"] == rmq_loopback.broker and group["master_epoch"] >= 1
     assert [r["addr"] for r in group["in_sync"]] == [rmq_loopback.broker]
     assert sent["status"] == "SEND_OK" and sent["queue_id"] == 1 and sent["queue_offset"] == 0
     assert sent["msg_id"] and sent["broker_name"] == BROKER_NAME
+
+
+def test_the_queue_and_log_workloads_record_the_same_fields_as_on_the_model(rmq_loopback, tmp_path):
+    """Through the workloads' own client hook (Endpoints.system), the runner and the audit."""
+    queue = QueueWorkload(WorkloadOptions(concurrency=4, queues=3, topic="t-wq", ordered=True))
+    events, _ = run_workload(queue, endpoints(rmq_loopback), tmp_path / "q", duration=2)
+    check_process_rules(events, 4)
+    acked = {ev["value"]["id"]: ev for ev in events if ev["f"] == "send" and ev["type"] == "ok"}
+    assert len(acked) > 15
+    assert set(acked) == set(consumed_ids(events))
+    for ev in acked.values():
+        assert ev["key"] == ev["value"]["queue"] and isinstance(ev["value"]["offset"], int) and ev["node"]
+    audited = {m["id"] for ev in events if ev["f"] == "audit" and ev["type"] == "ok" for m in ev["value"]}
+    assert set(acked) <= audited
+    placed = [(ev["value"]["queue"], ev["value"]["offset"]) for ev in acked.values()]
+    assert len(placed) == len(set(placed))   # one offset per message and queue
+
+    log = LogWorkload(WorkloadOptions(concurrency=3, queues=2, topic="t-wl"))
+    events, _ = run_workload(log, endpoints(rmq_loopback), tmp_path / "l", duration=1.5)
+    check_process_rules(events, 3)
+    appended = {ev["value"]["value"]: ev["value"]["offset"] for ev in events
+                if ev["f"] == "append" and ev["type"] == "ok"}
+    reads = [ev["value"] for ev in events if ev["f"] == "read" and ev["type"] == "ok" and ev["value"]["value"] is not None]
+    assert appended and reads
+    assert all(appended.get(r["value"]) == r["offset"] for r in reads if r["value"] in appended)
 
 
 def test_a_killed_driver_turns_sends_in_flight_into_info(rmq_loopback):

@@ -328,3 +328,41 @@ def error_text(exc: BaseException) -> str:
             exc.code, f"CODE_{exc.code}")
         return f"{name}: {exc}"
     return f"{type(exc).__name__}: {exc}"
+
+
+class Admin:
+    """Blocking admin queries for deployers and nemeses (which run in threads)."""
+
+    def __init__(self, driver: Driver, namesrv: list[str] | str, timeout: float = 10.0) -> None:
+        self.driver = driver
+        self.namesrv = namesrv if isinstance(namesrv, str) else ";".join(namesrv)
+        self.timeout = timeout
+
+    def _call(self, op: str, **args: Any) -> Any:
+        return self.driver.call(op, timeout=self.timeout, namesrv=self.namesrv,
+                                timeout_ms=int(self.timeout * 1000), **args)
+
+    def brokers(self) -> dict[str, dict[int, str]]:
+        """Broker name -> {broker id: address} as the nameservers route them."""
+        groups = self._call("cluster")["brokers"]
+        return {name: {int(i): addr for i, addr in ids.items()} for name, ids in groups.items()}
+
+    def masters(self) -> dict[str, str]:
+        """Broker name -> the master's address (broker id 0: on DLedger, the Raft leader)."""
+        return {name: ids[0] for name, ids in self.brokers().items() if 0 in ids}
+
+    def controller_leader(self, controllers: list[str]) -> str | None:
+        """The controller leader's address, as the first controller that answers says."""
+        for addr in controllers:
+            try:
+                meta = self._call("controller_meta", controller=addr)
+            except (DriverError, DriverDied, concurrent.futures.TimeoutError):
+                continue
+            if meta.get("leader_addr"):
+                return meta["leader_addr"]
+        return None
+
+    def sync_state(self, controller: str, brokers: list[str]) -> dict[str, Any]:
+        """Per broker name, the controller's view: master_id, master_addr, master_epoch,
+        sync_state_set_epoch, in_sync / not_in_sync replicas ({id, addr, alive})."""
+        return self._call("sync_state", controller=controller, brokers=brokers)
