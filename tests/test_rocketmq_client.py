@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +27,7 @@ from workloads.queue import QueueWorkload
 from workloads.rocketmq_client import RocketMQClient
 
 pytestmark = pytest.mark.jvm
+REPO = Path(__file__).resolve().parent.parent
 QUEUES = 4
 
 
@@ -181,3 +185,33 @@ def test_closing_the_driver_leaves_no_jvm():
     assert not os.path.exists(f"/proc/{pid}")
     with pytest.raises(DriverDied):
         driver.call("ping", timeout=5)
+
+
+def test_a_killed_harness_leaves_no_driver_jvm(tmp_path):
+    """SIGKILL of the Python process that started the driver: the JVM reads EOF and ends."""
+    require_rocketmq()
+    script = ("import sys, time; sys.path.insert(0, %r)\n"
+              "from sut.rocketmq.driver import Driver\n"
+              "d = Driver().start(); print(d.pid, flush=True); time.sleep(600)\n") % str(REPO)
+    harness = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        jvm = int(harness.stdout.readline())
+        assert _alive(jvm)
+        harness.kill()
+        harness.wait(10)
+        deadline = time.monotonic() + 15
+        while _alive(jvm) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(jvm), "the driver JVM outlived the process that started it"
+    finally:
+        harness.kill()
+        harness.wait()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie left for its dead parent's reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

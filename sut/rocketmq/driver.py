@@ -92,7 +92,8 @@ class Driver:
         self._argv = driver_command(java, log_dir=self.log_dir)
         self._ids = itertools.count(1)
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()         # guards _pending
+        self._write_lock = threading.Lock()   # one request line at a time; never held with _lock
         self._proc: subprocess.Popen[bytes] | None = None
         self._dead: str | None = None
         self._ready = threading.Event()
@@ -161,12 +162,15 @@ class Driver:
                 future.set_exception(DriverDied(self._dead or "the driver is not running"))
                 return future
             self._pending[request_id] = future
-            try:
+        try:
+            with self._write_lock:
                 assert self._proc is not None and self._proc.stdin is not None
                 self._proc.stdin.write(line.encode())
                 self._proc.stdin.flush()
-            except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:
+            with self._lock:
                 self._pending.pop(request_id, None)
+            if not future.done():
                 future.set_exception(DriverDied(f"writing to the driver failed: {exc}"))
         return future
 
