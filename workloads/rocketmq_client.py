@@ -14,8 +14,8 @@ import base64
 import time
 from typing import Any, Awaitable, Callable, TypeVar
 
-from sut.rocketmq.driver import (DriverDied, DriverError, SharedDriver, Driver, classify_error,
-                                 classify_send, error_text)
+from sut.rocketmq.driver import (Driver, DriverDied, DriverError, SharedDriver, classify_error,
+                                 classify_send, error_text, shared_driver)
 from workloads.base import Completion
 from workloads.clients import ROUTE_WAIT_S, Endpoints, node_of
 
@@ -23,14 +23,6 @@ T = TypeVar("T")
 ROUTE_POLL_S = 0.3
 # RocketMQ's client default is 30 s; a fault's recovery window must cover it.
 DEFAULT_ROUTE_REFRESH_S = 3.0
-
-_SHARED = SharedDriver()
-
-
-def shared_driver() -> SharedDriver:
-    """The process's one driver JVM, shared by every RocketMQ client of a run."""
-    return _SHARED
-
 
 async def _finish_or_undo(step: Awaitable[T], undo: Callable[[T], object]) -> T:
     """Await `step`; if the caller is cancelled first (the runner's op timeout), let the step
@@ -61,7 +53,7 @@ class RocketMQClient:
         self.pull_timeout_ms = int(max(0.5, op_timeout * 0.4) * 1000)
         self.route_refresh_ms = int((route_refresh_s or DEFAULT_ROUTE_REFRESH_S) * 1000)
         self.node_names = node_names or {}
-        self.shared = shared or _SHARED
+        self.shared = shared or shared_driver()
         self._driver: Driver | None = None
         self._client: int | None = None
 

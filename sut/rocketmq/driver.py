@@ -279,6 +279,15 @@ def _close_all() -> None:
         driver.close(timeout=1.0)
 
 
+_SHARED = SharedDriver()
+
+
+def shared_driver() -> SharedDriver:
+    """The process's one driver JVM, shared by the workloads' clients and anything else in
+    the harness process that queries RocketMQ (deployer, nemeses): `acquire()` / `release()`."""
+    return _SHARED
+
+
 # -- outcomes (Jepsen's rules; the table in docs/rocketmq-client.md) ----------------------
 
 # SendStatus of a SendResult: only SEND_OK is acknowledged; the others mean the master
