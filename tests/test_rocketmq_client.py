@@ -162,7 +162,8 @@ def test_the_outcome_table():
     assert classify_send("SEND_OK") == "ok"
     assert {classify_send(s) for s in ("FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")} == {"info"}
     assert classify_error(broker(2)) == "fail" and classify_error(broker(17)) == "fail"
-    assert classify_error(broker(14)) == "info" and classify_error(broker(1)) == "info"
+    assert classify_error(broker(14)) == "fail" and classify_error(broker(1)) == "info"
+    assert classify_error(broker(999)) == "info"
     assert classify_error(DriverError({"class": "RemotingConnectException"})) == "fail"
     assert classify_error(DriverError({"class": "RemotingTimeoutException"})) == "info"
     assert classify_error(DriverError({"class": "RemotingSendRequestException"})) == "info"
