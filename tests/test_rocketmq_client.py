@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sut.rocketmq.driver import Driver, DriverDied, DriverError, classify_error, classify_send
+from sut.rocketmq.driver import Driver, SharedDriver, DriverDied, DriverError, classify_error, classify_send
 from tests.rmq_support import BROKER_NAME, require_rocketmq, rmq_cluster, rmq_loopback  # noqa: F401 - fixtures
 from test_workloads_history import check_process_rules
 from test_workloads_sut import consumed_ids, run_workload
@@ -183,6 +183,25 @@ def test_closing_the_driver_leaves_no_jvm():
     assert not os.path.exists(f"/proc/{pid}")
     with pytest.raises(DriverDied):
         driver.call("ping", timeout=5)
+
+
+def test_a_shared_driver_ends_after_its_last_holder_and_restarts_on_demand():
+    require_rocketmq()
+    shared = SharedDriver(linger_s=0.5)
+    try:
+        first = shared.acquire()
+        assert shared.acquire() is first          # a second holder shares the JVM
+        shared.release()
+        shared.release()
+        deadline = time.monotonic() + 10
+        while first.alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not first.alive and not _alive(first.pid)
+        second = shared.acquire()
+        assert second is not first and second.call("ping", timeout=30) == "pong"
+        shared.release()
+    finally:
+        shared.close()
 
 
 def test_a_killed_harness_leaves_no_driver_jvm(tmp_path):
