@@ -82,13 +82,17 @@ def require_rocketmq() -> None:
 
 
 class LoopbackRocketMQ:
-    """One nameserver and one master broker (ASYNC_MASTER, no replicas) on 127.0.0.1."""
+    """One nameserver and one broker on 127.0.0.1: a classic master (ASYNC_MASTER), or
+    with `controller=True` a nameserver with an embedded controller (a DLedger group of
+    one) and a broker in Controller mode that the controller elects master."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, controller: bool = False) -> None:
         self.root = root
+        self.controller = controller
         self.lib = release_lib()
         self.conf = self.lib.parent / "conf"
         self.namesrv_port = free_port_block(1)
+        self.dledger_port = free_port_block(1)
         # The broker's listenPort, its VIP channel (listenPort - 2) and HA port (+ 1).
         self.broker_port = free_port_block(4) + 2
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -96,6 +100,11 @@ class LoopbackRocketMQ:
     @property
     def namesrv(self) -> str:
         return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def controller_addr(self) -> str:
+        """The controller's address: a DLedger controller answers on its Raft peer port."""
+        return f"127.0.0.1:{self.dledger_port}"
 
     @property
     def broker(self) -> str:
@@ -131,18 +140,28 @@ class LoopbackRocketMQ:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def start_namesrv(self) -> None:
-        config = self._config("namesrv", {"listenPort": self.namesrv_port})
+        values: dict[str, object] = {"listenPort": self.namesrv_port}
+        if self.controller:
+            values.update(enableControllerInNamesrv="true", controllerDLegerGroup="chaos-test-ctl",
+                          controllerDLegerPeers=f"n0-127.0.0.1:{self.dledger_port}", controllerDLegerSelfId="n0",
+                          controllerStorePath=self.root / "namesrv" / "controller", mappedFileSize=4 * 1024 * 1024)
+        config = self._config("namesrv", values)
         self._start("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", 96, config, "rmq.namesrv.logback.xml")
         self._wait_port("namesrv", self.namesrv_port)
 
     def start_broker(self) -> None:
         home = self.root / "broker"
-        config = self._config("broker", {
+        values: dict[str, object] = {
             "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerId": 0,
             "brokerRole": "ASYNC_MASTER", "flushDiskType": "ASYNC_FLUSH",
             "namesrvAddr": self.namesrv, "brokerIP1": "127.0.0.1", "listenPort": self.broker_port,
             "storePathRootDir": home / "store", "storePathCommitLog": home / "store" / "commitlog",
-            "autoCreateTopicEnable": "false", **BROKER_STORE})
+            "autoCreateTopicEnable": "false", **BROKER_STORE}
+        if self.controller:
+            values.update(enableControllerMode="true", controllerAddr=self.controller_addr, brokerId=-1,
+                          allAckInSyncStateSet="true", syncBrokerMetadataPeriod=1000,
+                          controllerHeartBeatTimeoutMills=3000)
+        config = self._config("broker", values)
         self._start("broker", "org.apache.rocketmq.broker.BrokerStartup", 256, config, "rmq.broker.logback.xml")
         self._wait_port("broker", self.broker_port)
 
@@ -163,19 +182,32 @@ class LoopbackRocketMQ:
             proc.kill()
             proc.wait()
 
+    def running(self, name: str) -> bool:
+        proc = self.procs.get(name)
+        return proc is not None and proc.poll() is None
+
     def close(self) -> None:
         for name in list(self.procs):
             self.stop(name)
 
 
 @pytest.fixture(scope="module")
-def rmq_loopback() -> Iterator[LoopbackRocketMQ]:
-    """A started loopback RocketMQ for the module, always stopped and removed afterwards."""
+def rmq_cluster() -> Iterator[LoopbackRocketMQ]:
+    """A started loopback RocketMQ in Controller mode for the module (nameserver with an
+    embedded controller, one broker), always stopped and removed afterwards."""
     require_rocketmq()
     root = Path(tempfile.mkdtemp(prefix="rmq-test-"))
-    cluster = LoopbackRocketMQ(root)
+    cluster = LoopbackRocketMQ(root, controller=True)
     try:
         yield cluster.start()
     finally:
         cluster.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def rmq_loopback(rmq_cluster: LoopbackRocketMQ) -> LoopbackRocketMQ:
+    """The module's cluster with its broker running (a test may have stopped it)."""
+    if not rmq_cluster.running("broker"):
+        rmq_cluster.start_broker()
+    return rmq_cluster

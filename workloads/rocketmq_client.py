@@ -12,23 +12,32 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
-from sut.rocketmq.driver import (DriverDied, DriverError, SharedDriver, Driver, classify_error,
-                                 classify_send, error_text)
+from sut.rocketmq.driver import (Driver, DriverDied, DriverError, SharedDriver, classify_error,
+                                 classify_send, error_text, shared_driver)
 from workloads.base import Completion
 from workloads.clients import ROUTE_WAIT_S, Endpoints, node_of
 
+T = TypeVar("T")
 ROUTE_POLL_S = 0.3
 # RocketMQ's client default is 30 s; a fault's recovery window must cover it.
 DEFAULT_ROUTE_REFRESH_S = 3.0
 
-_SHARED = SharedDriver()
+async def _finish_or_undo(step: Awaitable[T], undo: Callable[[T], object]) -> T:
+    """Await `step`; if the caller is cancelled first (the runner's op timeout), let the step
+    finish and undo it, so a driver hold or an opened producer is never left behind."""
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(lambda t: undo(t.result()) if not t.cancelled() and t.exception() is None else None)
+        raise
 
 
-def shared_driver() -> SharedDriver:
-    """The process's one driver JVM, shared by every RocketMQ client of a run."""
-    return _SHARED
+def _broker_of(exc: BaseException) -> str | None:
+    """The broker that answered with an error, when RocketMQ names it."""
+    return exc.error.get("broker") if isinstance(exc, DriverError) else None
 
 
 class RocketMQClient:
@@ -44,7 +53,7 @@ class RocketMQClient:
         self.pull_timeout_ms = int(max(0.5, op_timeout * 0.4) * 1000)
         self.route_refresh_ms = int((route_refresh_s or DEFAULT_ROUTE_REFRESH_S) * 1000)
         self.node_names = node_names or {}
-        self.shared = shared or _SHARED
+        self.shared = shared or shared_driver()
         self._driver: Driver | None = None
         self._client: int | None = None
 
@@ -56,10 +65,12 @@ class RocketMQClient:
         if self._driver is not None:
             self._driver, self._client = None, None
             self.shared.release()
-        driver = await asyncio.to_thread(self.shared.acquire)
+        driver = await _finish_or_undo(asyncio.to_thread(self.shared.acquire), lambda _: self.shared.release())
         try:
-            opened = await driver.acall("open", namesrv=self.namesrv, route_refresh_ms=self.route_refresh_ms,
-                                        timeout_ms=self.send_timeout_ms)
+            opened = await _finish_or_undo(
+                driver.acall("open", namesrv=self.namesrv, route_refresh_ms=self.route_refresh_ms,
+                             timeout_ms=self.send_timeout_ms),
+                lambda done: driver.submit("close", client=done["client"]))
         except BaseException:
             self.shared.release()
             raise
@@ -76,21 +87,23 @@ class RocketMQClient:
     # -- admin --------------------------------------------------------------------------------
     async def create_topic(self, queues: int) -> None:
         """Create the topic on every broker (masters and replicas, so a replica that becomes
-        master has it), then wait until the nameservers route all its queues."""
+        master has it), then wait until the nameservers route all its queues. Brokers that
+        just started may not be registered yet: until the deadline, try again."""
         driver, _ = await self._open()
-        done = await driver.acall("create_topic", namesrv=self.namesrv, topic=self.topic, queues=queues)
-        if not done["created"]:
-            raise RuntimeError(f"topic {self.topic} was created on no broker: {done['failed']}")
         deadline = time.monotonic() + ROUTE_WAIT_S
+        created = False
         while True:
             try:
-                if len(await self._call("queues", refresh=True)) >= queues:
+                if not created:
+                    done = await driver.acall("create_topic", namesrv=self.namesrv, topic=self.topic, queues=queues)
+                    created = bool(done["created"])
+                if created and len(await self._call("queues", refresh=True)) >= queues:
                     return
             except DriverError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"topic {self.topic} has no route with {queues} queues "
-                                   f"after {ROUTE_WAIT_S:g}s")
+                raise RuntimeError(f"topic {self.topic} has no route with {queues} queues after "
+                                   f"{ROUTE_WAIT_S:g}s" + ("" if created else " (no broker took it)"))
             await asyncio.sleep(ROUTE_POLL_S)
 
     # -- operations ---------------------------------------------------------------------------
@@ -100,7 +113,7 @@ class RocketMQClient:
             sent = await self._call("send", queue=queue, body=base64.b64encode(body).decode(),
                                     key=msg_id, timeout_ms=self.send_timeout_ms)
         except (DriverError, DriverDied) as exc:
-            return Completion(classify_error(exc), None, None, error_text(exc))
+            return Completion(classify_error(exc), None, self._node(_broker_of(exc)), error_text(exc))
         node = self._node(sent.get("broker_addr"))
         kind = classify_send(sent["status"])
         if kind == "ok":
@@ -115,7 +128,7 @@ class RocketMQClient:
         except DriverError as exc:
             # A read has no effect: an answer that is an error is a fail; no answer is info.
             kind = "info" if exc.cls in ("RemotingTimeoutException", "RemotingSendRequestException") else "fail"
-            return Completion(kind, None, None, error_text(exc))
+            return Completion(kind, None, self._node(_broker_of(exc)), error_text(exc))
         except DriverDied as exc:
             return Completion("info", None, None, error_text(exc))
         batch = [(m["offset"], base64.b64decode(m["body"])) for m in got["messages"]]

@@ -92,7 +92,8 @@ class Driver:
         self._argv = driver_command(java, log_dir=self.log_dir)
         self._ids = itertools.count(1)
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()         # guards _pending
+        self._write_lock = threading.Lock()   # one request line at a time; never held with _lock
         self._proc: subprocess.Popen[bytes] | None = None
         self._dead: str | None = None
         self._ready = threading.Event()
@@ -161,12 +162,15 @@ class Driver:
                 future.set_exception(DriverDied(self._dead or "the driver is not running"))
                 return future
             self._pending[request_id] = future
-            try:
+        try:
+            with self._write_lock:
                 assert self._proc is not None and self._proc.stdin is not None
                 self._proc.stdin.write(line.encode())
                 self._proc.stdin.flush()
-            except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:
+            with self._lock:
                 self._pending.pop(request_id, None)
+            if not future.done():
                 future.set_exception(DriverDied(f"writing to the driver failed: {exc}"))
         return future
 
@@ -275,6 +279,15 @@ def _close_all() -> None:
         driver.close(timeout=1.0)
 
 
+_SHARED = SharedDriver()
+
+
+def shared_driver() -> SharedDriver:
+    """The process's one driver JVM, shared by the workloads' clients and anything else in
+    the harness process that queries RocketMQ (deployer, nemeses): `acquire()` / `release()`."""
+    return _SHARED
+
+
 # -- outcomes (Jepsen's rules; the table in docs/rocketmq-client.md) ----------------------
 
 # SendStatus of a SendResult: only SEND_OK is acknowledged; the others mean the master
@@ -283,14 +296,15 @@ SEND_STATUS_TYPES = {"SEND_OK": "ok", "FLUSH_DISK_TIMEOUT": "info",
                      "FLUSH_SLAVE_TIMEOUT": "info", "SLAVE_NOT_AVAILABLE": "info"}
 
 # RocketMQ response codes (org.apache.rocketmq.remoting.protocol.ResponseCode) that a
-# broker answers before anything is appended. Absent codes are indeterminate: SYSTEM_ERROR
-# (1) covers an in-sync-replica wait that ran out after the append; SERVICE_NOT_AVAILABLE
-# (14) is also what a DLedger leader answers when it loses leadership while waiting for the
-# quorum, after appending locally.
+# broker of the pinned release (5.3.3, DLedger 0.3.1.2) answers only before anything is
+# appended (read in their sources; docs/rocketmq-client.md gives the paths). Absent codes
+# are indeterminate: SYSTEM_ERROR (1) covers a quorum or in-sync-replica wait that ran out,
+# or a Raft term that changed, after the append.
 REJECTED_BEFORE_APPEND = {
-    2: "SYSTEM_BUSY",                 # page cache busy / pending queue full / request queue cleaned
+    2: "SYSTEM_BUSY",                 # page cache busy, DLedger refused the append, request queue cleaned
     3: "REQUEST_CODE_NOT_SUPPORTED",
     13: "MESSAGE_ILLEGAL",
+    14: "SERVICE_NOT_AVAILABLE",      # a slave, a store shut down or not writeable
     15: "VERSION_NOT_SUPPORTED",
     16: "NO_PERMISSION",              # the broker is not writeable
     17: "TOPIC_NOT_EXIST",
@@ -324,7 +338,7 @@ def classify_error(exc: BaseException) -> str:
 def error_text(exc: BaseException) -> str:
     """One line for the history's error field: the exception and the broker's code name."""
     if isinstance(exc, DriverError) and exc.code is not None and exc.cls == "MQBrokerException":
-        name = REJECTED_BEFORE_APPEND.get(exc.code) or {1: "SYSTEM_ERROR", 14: "SERVICE_NOT_AVAILABLE"}.get(
-            exc.code, f"CODE_{exc.code}")
+        name = REJECTED_BEFORE_APPEND.get(exc.code) or ("SYSTEM_ERROR" if exc.code == 1 else f"CODE_{exc.code}")
         return f"{name}: {exc}"
     return f"{type(exc).__name__}: {exc}"
+

@@ -323,7 +323,13 @@ public final class Driver {
         result.put("min_offset", pulled.getMinOffset());
         result.put("max_offset", pulled.getMaxOffset());
         result.put("broker_addr", found.getBrokerAddr());
-        result.put("from_master", !found.isSlave());
+        boolean fromMaster = !found.isSlave();
+        if (fromMaster && pulled.getPullStatus() != PullStatus.FOUND) {
+            // "Nothing there" speaks for the log only if the broker still is the master: the
+            // route may be older than a failover. Messages need no check: they are data.
+            fromMaster = stillMaster(c, found.getBrokerAddr(), timeout);
+        }
+        result.put("from_master", fromMaster);
         JSONArray messages = new JSONArray();
         if (pulled.getPullStatus() == PullStatus.FOUND) {
             byte[] binary = ((PullResultExt) pulled).getMessageBinary();
@@ -338,6 +344,16 @@ public final class Driver {
         }
         result.put("messages", messages);
         return result;
+    }
+
+    /** The broker's own role (brokerRole changes with every DLedger or controller switch). */
+    private static boolean stillMaster(Client c, String addr, long timeout) {
+        try {
+            String role = c.instance().getMQClientAPIImpl().getBrokerConfig(addr, timeout).getProperty("brokerRole");
+            return role != null && !"SLAVE".equals(role);
+        } catch (Exception e) {
+            return false;   // unknown: not authoritative
+        }
     }
 
     private Object commit(JSONObject r) throws Exception {
