@@ -49,7 +49,27 @@ class ProcessRef:
     env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
-class Deployer:
+class Placement:
+    """Where a deployer's processes are: shared by the model's and RocketMQ's deployers."""
+
+    nodes: list[Node]
+    refs: list[ProcessRef]
+
+    @staticmethod
+    def data_root(node: Node) -> str:
+        """The directory that holds every process's data dir on the node."""
+        return posixpath.join(node.workdir, "data")
+
+    @property
+    def used_nodes(self) -> list[Node]:
+        names = {r.node for r in self.refs}
+        return [n for n in self.nodes if n.name in names]
+
+    def processes(self, node_name: str) -> list[ProcessRef]:
+        return [r for r in self.refs if r.node == node_name]
+
+
+class Deployer(Placement):
     def __init__(self, pool: Pool, inventory: Inventory, profile_name: str, run_dir: str | Path,
                  timing: str = "default", python: str = "python3") -> None:
         try:
@@ -81,16 +101,6 @@ class Deployer:
             config_path=config_path, data_dir=proc.data_dir, address=proc.address,
             cwd=node.workdir, logfile=posixpath.join(proc.data_dir, f"{proc.role}.out"),
             env={"PYTHONPATH": posixpath.join(node.workdir, "lib")})
-
-    @staticmethod
-    def data_root(node: Node) -> str:
-        """The directory that holds every process's data dir on the node."""
-        return posixpath.join(node.workdir, "data")
-
-    @property
-    def used_nodes(self) -> list[Node]:
-        names = {r.node for r in self.refs}
-        return [n for n in self.nodes if n.name in names]
 
     # -- lifecycle -----------------------------------------------------------------------
     def install(self) -> None:
@@ -156,9 +166,6 @@ class Deployer:
             raise DeployError("could not stop every SUT process: " + "; ".join(errors))
 
     # -- queries -----------------------------------------------------------------------------
-    def processes(self, node_name: str) -> list[ProcessRef]:
-        return [r for r in self.refs if r.node == node_name]
-
     def endpoints(self) -> dict[str, list[str]]:
         """Client addresses by kind: namesrv, brokers, controllers, kv (Raft KV servers)."""
         kinds = {"namesrv": "namesrv", "broker": "brokers", "controller": "controllers"}

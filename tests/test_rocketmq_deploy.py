@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from sut.rocketmq.deploy import RocketMQDeployer
-from sut.rocketmq.release import ReleaseError, ensure
-from tests.conftest import require
+from tests.rmq_deploy_support import rocketmq_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.root, pytest.mark.jvm]
 
@@ -21,11 +20,7 @@ DEFAULT_HOME_PATHS = [Path.home() / name for name in ("store", "logs", "namesrv"
 
 @pytest.fixture(scope="module")
 def cluster(make_cluster):
-    try:
-        ensure()
-    except ReleaseError as exc:
-        require(False, f"real RocketMQ: {exc}")
-    return make_cluster(4)
+    return rocketmq_cluster(make_cluster)
 
 
 def processes_under(root: str) -> list[str]:

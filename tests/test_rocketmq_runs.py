@@ -16,8 +16,7 @@ from rich.console import Console
 
 from harness.run import RunLifecycle
 from harness.spec import build_spec
-from sut.rocketmq.release import ReleaseError, ensure
-from tests.conftest import require
+from tests.rmq_deploy_support import rocketmq_cluster
 from workloads.history import read_history
 
 SHORT = os.environ.get("CHAOS_LONG") == "short"
@@ -28,11 +27,7 @@ pytestmark = [pytest.mark.long, pytest.mark.cluster, pytest.mark.root, pytest.ma
 
 @pytest.fixture(scope="module")
 def cluster(make_cluster):
-    try:
-        ensure()
-    except ReleaseError as exc:
-        require(False, f"real RocketMQ: {exc}")
-    inventory, _ = make_cluster(4)
+    inventory, _ = rocketmq_cluster(make_cluster)
     return inventory
 
 

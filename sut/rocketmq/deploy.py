@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
-from sut.deploy import DeployError, ProcessRef, check_workdir
+from sut.deploy import DeployError, Placement, ProcessRef, check_workdir
 from sut.profiles import ProfileError, get
 from sut.rocketmq import admin
 from sut.rocketmq.config import RmqProcess, properties_text, release_dir, render
@@ -27,7 +27,7 @@ START_ORDER = {"namesrv": 0, "controller": 1, "broker": 2}
 ADMIN_TIMEOUT_S = 5.0
 
 
-class RocketMQDeployer:
+class RocketMQDeployer(Placement):
     def __init__(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
                  timing: str = "default", java: str = "java") -> None:
         try:
@@ -56,15 +56,6 @@ class RocketMQDeployer:
         return ProcessRef(node=node.name, role=proc.role, name=proc.name, pidfile=proc.pidfile, argv=proc.argv,
                           config_path=proc.config_path, data_dir=proc.data_dir, address=proc.address,
                           cwd=proc.data_dir, logfile=proc.stdout)
-
-    @staticmethod
-    def data_root(node: Node) -> str:
-        return posixpath.join(node.workdir, "data")
-
-    @property
-    def used_nodes(self) -> list[Node]:
-        names = {r.node for r in self.refs}
-        return [n for n in self.nodes if n.name in names]
 
     # -- lifecycle -----------------------------------------------------------------------
     def install(self) -> None:
@@ -195,9 +186,6 @@ class RocketMQDeployer:
     @property
     def namesrv(self) -> str:
         return ";".join(r.address for r in self.refs if r.role == "namesrv")
-
-    def processes(self, node_name: str) -> list[ProcessRef]:
-        return [r for r in self.refs if r.node == node_name]
 
     def endpoints(self) -> dict[str, list[str]]:
         kinds = {"namesrv": "namesrv", "broker": "brokers", "controller": "controllers"}
