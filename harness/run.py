@@ -40,7 +40,7 @@ from harness import schedule as schedule_file
 from harness.spec import RunSpec
 from harness.store import RunDir, Store, slug, write_json, write_text
 from inventory import Inventory, InventoryError, Pool, docker, load, netns
-from sut.deploy import DeployError, Deployer
+from sut.deploy import DeployError, Deployer, make_deployer
 from sut.profiles import get as get_profile
 from workloads.base import Workload, run_together
 from workloads.clients import Endpoints
@@ -358,8 +358,8 @@ class RunLifecycle:
             raise RunError(f"profile {self.spec.profile} needs {needed} nodes, "
                            f"inventory {inventory.name} has {len(inventory.nodes)}")
         with Pool(inventory) as pool:
-            deployer = Deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing,
-                                bugs=self.spec.bugs)
+            deployer = make_deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing,
+                                     bugs=self.spec.bugs)
             fault_specs = faults.validate(self.spec.faults, [node.name for node in deployer.used_nodes])
             journal = nuclei.Journal(self.run.journal_file)
             self.run.journal_file.touch()  # part of the layout even if no fault ever applies
@@ -529,7 +529,8 @@ def endpoints_of(deployer: Deployer) -> Endpoints:
     found = deployer.endpoints()
     kv_names = {p.name for p in deployer.profile.processes if serves_kv(p)}
     return Endpoints(namesrv=found.get("namesrv", []), brokers=found.get("brokers", []),
-                     kv=[ref.address for ref in deployer.refs if ref.name in kv_names])
+                     kv=[ref.address for ref in deployer.refs if ref.name in kv_names],
+                     system=deployer.profile.system)
 
 
 def default_run_id(spec: RunSpec) -> str:

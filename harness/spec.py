@@ -64,6 +64,16 @@ def check_fault(text: str) -> None:
     check_crash_fs(spec.name)
 
 
+def refused_fault(profile: str, faults: list[str]) -> str | None:
+    """Why one of these faults cannot apply to the profile (a crash on real RocketMQ), or None."""
+    from faults import FaultSpec
+    for text in faults:
+        reason = profiles.refused_fault(profile, FaultSpec.parse(text).name)
+        if reason:
+            return f"fault {text} on profile {profile}: {reason}"
+    return None
+
+
 def check_crash_fs(name: str) -> None:
     """Crash faults are refused before anything starts where FUSE cannot mount."""
     from faults.crash import crash_fs_unavailable, needs_crash_fs
@@ -103,13 +113,13 @@ def planned_nodes(spec: "RunSpec") -> list[str]:
     """The names of the nodes the SUT will run on, known before anything starts: from the
     inventory file, else the running default local cluster, else the one a run brings up."""
     from inventory import Inventory, Node, netns
-    from sut.deploy import DeployError, Deployer
+    from sut.deploy import DeployError, make_deployer
     inventory = load_inventory(spec.inventory) if spec.inventory is not None else running_default_cluster(spec)
     if inventory is None:
         inventory = Inventory(name="planned", kind="netns", nodes=[
             Node(name=f"n{i}", host=f"192.0.2.{i}") for i in range(1, (spec.nodes or netns.DEFAULT_NODES) + 1)])
     try:
-        return [node.name for node in Deployer(None, inventory, spec.profile, ".", timing=spec.timing).used_nodes]
+        return [node.name for node in make_deployer(None, inventory, spec.profile, ".", timing=spec.timing).used_nodes]
     except DeployError as exc:
         raise ValueError(str(exc)) from None
 
@@ -118,12 +128,25 @@ def check_can_run_here(spec: "RunSpec") -> None:
     """A run that brings up its own local cluster needs what `chaos up` needs (root, the
     tools, a usable CHAOS_HOME): checked before anything exists. SpecError otherwise."""
     from inventory import InventoryError, netns
+    check_release(spec.profile)
     if spec.inventory is not None or running_default_cluster(spec) is not None:
         return
     try:
         netns.check_can_provision(netns.DEFAULT_NAME, spec.nodes or netns.DEFAULT_NODES)
     except InventoryError as exc:
         raise SpecError(f"cannot bring up a local cluster: {exc} (or pass --inventory FILE)") from None
+
+
+def check_release(profile: str) -> None:
+    """A real-RocketMQ profile needs the pinned release (JDK, Maven, registry): one line
+    saying what is missing, before any node is touched."""
+    if profiles.get(profile).system != "rocketmq":
+        return
+    from sut.rocketmq.release import ReleaseError, ensure
+    try:
+        ensure()
+    except ReleaseError as exc:
+        raise SpecError(f"profile {profile}: {exc}") from None
 
 
 def check_faults_fit_the_nodes(spec: "RunSpec") -> None:
@@ -274,6 +297,9 @@ class RunSpec(BaseModel):
             raise ValueError("give either --nodes (local cluster) or --inventory, not both")
         if self.provider == "docker" and self.inventory is not None:
             raise ValueError("give either --provider docker (a local docker cluster) or --inventory, not both")
+        if self.bugs and profiles.get(self.profile).system != "model":
+            raise ValueError(f"--bug: the bug library lives in the model SUT; {self.profile} runs real "
+                             f"RocketMQ, which has none")
         if self.ordered and self.workload != "queue":
             raise ValueError(f"--ordered applies to the queue workload, not {self.workload}")
         needed = nodes_needed(self.profile)
@@ -296,6 +322,7 @@ class RunSpec(BaseModel):
             raise ValueError(too_big)
         workload = workloads.WORKLOADS[self.workload]
         problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
+        problem = problem or refused_fault(self.profile, [*self.faults, *self.overlap])
         if problem:
             raise ValueError(problem)
         check_faults_fit_the_nodes(self)

@@ -105,10 +105,10 @@ def _clean_up_run(lease: dict[str, Any]) -> str:
 
 def stop_run_sut(pool: Pool, inventory: Any, run_dir: Path, record: dict[str, Any]) -> None:
     """Stop the SUT processes of the run whose run.json is `record` (sut.deploy.DeployError)."""
-    from sut.deploy import Deployer
+    from sut.deploy import make_deployer
     spec = record.get("spec") or {}
-    Deployer(pool, inventory, spec.get("profile") or record.get("profile"), run_dir,
-             timing=spec.get("timing", "default")).stop()
+    make_deployer(pool, inventory, spec.get("profile") or record.get("profile"), run_dir,
+                  timing=spec.get("timing", "default")).stop()
 
 
 def _heal_and_stop(run_dir: Path, record: dict[str, Any], cluster: dict[str, Any]) -> str | None:

@@ -83,6 +83,8 @@ fi
 # --- Apache RocketMQ for the rmq-* profiles (scripts/rocketmq/pom.xml) ---------
 # Resolved from Maven Central once; later calls check a stamp and stay offline.
 bash "$root/scripts/fetch-rocketmq.sh" >/dev/null
+# The client driver the workloads use on rmq-* profiles (sut/rocketmq/java).
+bash "$root/scripts/build-rmq-driver.sh"
 
 # --- the Docker engine (only when asked for) ----------------------------------
 if [ -n "$want_docker" ]; then

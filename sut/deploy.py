@@ -49,14 +49,34 @@ class ProcessRef:
     env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
-class Deployer:
+class Placement:
+    """Where a deployer's processes are: shared by the model's and RocketMQ's deployers."""
+
+    nodes: list[Node]
+    refs: list[ProcessRef]
+
+    @staticmethod
+    def data_root(node: Node) -> str:
+        """The directory that holds every process's data dir on the node."""
+        return posixpath.join(node.workdir, "data")
+
+    @property
+    def used_nodes(self) -> list[Node]:
+        names = {r.node for r in self.refs}
+        return [n for n in self.nodes if n.name in names]
+
+    def processes(self, node_name: str) -> list[ProcessRef]:
+        return [r for r in self.refs if r.node == node_name]
+
+
+class Deployer(Placement):
     def __init__(self, pool: Pool, inventory: Inventory, profile_name: str, run_dir: str | Path,
                  timing: str = "default", python: str = "python3", bugs: tuple[str, ...] = ()) -> None:
         try:
             self.profile = get(profile_name)
             nodes = list(inventory.nodes)
             for node in nodes:
-                _check_workdir(node)
+                check_workdir(node)
             rendered = render(self.profile, [n.host for n in nodes], [n.workdir for n in nodes], timing,
                               bugs=bugs)
         except ProfileError as exc:
@@ -82,16 +102,6 @@ class Deployer:
             config_path=config_path, data_dir=proc.data_dir, address=proc.address,
             cwd=node.workdir, logfile=posixpath.join(proc.data_dir, f"{proc.role}.out"),
             env={"PYTHONPATH": posixpath.join(node.workdir, "lib")})
-
-    @staticmethod
-    def data_root(node: Node) -> str:
-        """The directory that holds every process's data dir on the node."""
-        return posixpath.join(node.workdir, "data")
-
-    @property
-    def used_nodes(self) -> list[Node]:
-        names = {r.node for r in self.refs}
-        return [n for n in self.nodes if n.name in names]
 
     # -- lifecycle -----------------------------------------------------------------------
     def install(self) -> None:
@@ -157,9 +167,6 @@ class Deployer:
             raise DeployError("could not stop every SUT process: " + "; ".join(errors))
 
     # -- queries -----------------------------------------------------------------------------
-    def processes(self, node_name: str) -> list[ProcessRef]:
-        return [r for r in self.refs if r.node == node_name]
-
     def endpoints(self) -> dict[str, list[str]]:
         """Client addresses by kind: namesrv, brokers, controllers, kv (Raft KV servers)."""
         kinds = {"namesrv": "namesrv", "broker": "brokers", "controller": "controllers"}
@@ -215,7 +222,21 @@ class Deployer:
         return copied
 
 
-def _check_workdir(node: Node) -> None:
+def make_deployer(pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
+                  timing: str = "default", bugs: tuple[str, ...] = ()) -> Any:
+    """The deployer of the profile's system: the model's (Deployer) or real RocketMQ's
+    (which has no bug library: RunSpec refuses `--bug` on its profiles)."""
+    try:
+        system = get(profile_name).system
+    except ProfileError as exc:
+        raise DeployError(str(exc)) from None
+    if system == "rocketmq":
+        from sut.rocketmq.deploy import RocketMQDeployer
+        return RocketMQDeployer(pool, inventory, profile_name, run_dir, timing=timing)
+    return Deployer(pool, inventory, profile_name, run_dir, timing=timing, bugs=bugs)
+
+
+def check_workdir(node: Node) -> None:
     workdir = node.workdir.rstrip("/")
     if not workdir.startswith("/") or workdir.count("/") < 2:
         raise ProfileError(f"node {node.name}: workdir '{node.workdir}' must be an absolute path "

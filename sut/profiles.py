@@ -71,6 +71,11 @@ class Profile:
     # For an expected-unsafe profile: the fault families under which it is expected
     # to lose acknowledged data (so a gate knows which runs should catch it).
     unsafe_under: tuple[str, ...] = ()
+    # Which system runs: "model" (sut/, this package) or "rocketmq" (sut/rocketmq/,
+    # the real JVMs); the deployer and the failure-detection facts follow it.
+    system: str = "model"
+    # Fault families this profile cannot take, each with the reason a run refuses it.
+    refused: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def nodes_needed(self) -> int:
@@ -150,6 +155,9 @@ def failure_detection_s(profile: Profile | str, timing: str = "default") -> floa
     The one place for this fact: run defaults and the rto checker both read it.
     """
     profile = get(profile) if isinstance(profile, str) else profile
+    if profile.system == "rocketmq":
+        from sut.rocketmq.profiles import failure_detection_s as rocketmq_detection
+        return rocketmq_detection(profile, timing)
     t = timing_values(timing)
     if profile.mode == "controller":
         ms = t["controller_heartbeat_timeout_ms"] + t["controller_scan_interval_ms"]
@@ -349,6 +357,27 @@ PROFILES: dict[str, Profile] = {
     "single-broker": _single("single-broker", "ASYNC_FLUSH"),
     "single-broker-sync": _single("single-broker-sync", "SYNC_FLUSH"),
 }
+
+
+def refused_fault(profile: Profile | str, fault_name: str) -> str | None:
+    """Why `fault_name` cannot apply to the profile, or None (its family decides)."""
+    profile = get(profile) if isinstance(profile, str) else profile
+    family = fault_name.rsplit("-", 1)[-1]
+    return profile.refused.get(family)
+
+
+def _real_rocketmq() -> dict[str, Profile]:
+    # Imported last: sut.rocketmq.profiles builds on this module's types. If it is the
+    # module being imported (and so imported this one), it registers itself when done.
+    import sys
+    module = sys.modules.get("sut.rocketmq.profiles")
+    if module is not None and not hasattr(module, "PROFILES"):
+        return {}
+    from sut.rocketmq.profiles import PROFILES as rocketmq
+    return rocketmq
+
+
+PROFILES.update(_real_rocketmq())
 
 
 def serves_kv(role: str, config: Mapping[str, Any]) -> bool:

@@ -5,7 +5,9 @@ Producer/Consumer (sut/client.py) and KvClient (sut/kv.py) speak in routes,
 message queues and Outcomes. This module is the only place that translates,
 so a change in the client library touches one file. The classification of
 statuses into ok / fail / indeterminate is the client library's
-(sut/outcome.py); here it only becomes a history type.
+(sut/outcome.py); here it only becomes a history type. On real RocketMQ
+(`Endpoints.system == "rocketmq"`) the same interface is
+workloads.rocketmq_client.RocketMQClient; `broker_client` picks one.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ ROUTE_WAIT_S = 30.0
 # The exact error text the checkers (checkers/ops.py) read as "the system
 # answered; the expected value did not match".
 CAS_MISMATCH = "cas-mismatch"
+MODEL, ROCKETMQ = "model", "rocketmq"
 
 
 @dataclass(frozen=True)
@@ -34,9 +37,10 @@ class Endpoints:
     namesrv: list[str] = field(default_factory=list)
     brokers: list[str] = field(default_factory=list)
     kv: list[str] = field(default_factory=list)
+    system: str = MODEL   # what speaks there: our model, or real Apache RocketMQ
 
 
-def _node(addr: str | None, names: dict[str, str]) -> str | None:
+def node_of(addr: str | None, names: dict[str, str]) -> str | None:
     """The node name behind an address, if the endpoints say; else the address."""
     if addr is None:
         return None
@@ -78,7 +82,7 @@ class BrokerClient:
     async def send(self, queue: int, body: bytes, msg_id: str) -> Completion:
         """ok value: the queue offset the message got."""
         result = await self.producer.send(self.topic, body, queue=queue, msg_id=msg_id)
-        node = _node(result.broker_addr, self.node_names)
+        node = node_of(result.broker_addr, self.node_names)
         if result.outcome == Outcome.OK:
             return Completion("ok", result.queue_offset, node)
         return Completion(result.outcome.history_type, None, node, f"{result.status}: {result.error}")
@@ -98,7 +102,7 @@ class BrokerClient:
         if mq is None:
             return Completion("fail", None, None, f"no route to queue {queue} of {self.topic}")
         result = await self.consumer.pull(mq, offset, max_count)
-        node = _node(result.broker_addr, self.node_names)
+        node = node_of(result.broker_addr, self.node_names)
         if result.outcome != Outcome.OK:
             return Completion(result.outcome.history_type, None, node, f"{result.status}: {result.error}")
         batch = [(m.queue_offset, m.body) for m in result.messages]
@@ -117,15 +121,24 @@ class BrokerClient:
         await self.consumer.close()
 
 
+def broker_client(endpoints: Endpoints, topic: str, group: str, op_timeout: float,
+                  node_names: dict[str, str] | None = None, route_refresh_s: float | None = None) -> Any:
+    """The model's BrokerClient, or RocketMQClient when the endpoints are real RocketMQ."""
+    if endpoints.system == ROCKETMQ:
+        from workloads.rocketmq_client import RocketMQClient  # its JVM driver only when needed
+        return RocketMQClient(endpoints, topic, group, op_timeout, node_names, route_refresh_s)
+    return BrokerClient(endpoints, topic, group, op_timeout, node_names, route_refresh_s)
+
+
 class OnTopic:
     """For workloads on the broker (queue, log): a BrokerClient per worker, and the
     topic with `--queues` queues created before the faults start."""
 
     options: Any
 
-    def client(self, endpoints: Endpoints, node_names: dict[str, str] | None = None) -> BrokerClient:
-        return BrokerClient(endpoints, self.options.topic, self.options.group, self.options.op_timeout,
-                            node_names, self.options.route_refresh_s)
+    def client(self, endpoints: Endpoints, node_names: dict[str, str] | None = None) -> Any:
+        return broker_client(endpoints, self.options.topic, self.options.group, self.options.op_timeout,
+                             node_names, self.options.route_refresh_s)
 
     async def setup(self, client: BrokerClient) -> None:
         await client.create_topic(self.options.queues)
@@ -149,7 +162,7 @@ class RegisterClient:
         return Completion("ok", got if read else value_of_ok, self._node())
 
     def _node(self) -> str | None:
-        return _node(self.kv.last_node, self.node_names)
+        return node_of(self.kv.last_node, self.node_names)
 
     async def read(self, key: str) -> Completion:
         return await self._do(self.kv.read(key), read=True)

@@ -43,6 +43,9 @@ class RegisterWorkload(Workload):
     @classmethod
     def unsupported(cls, profile: str) -> str | None:
         known = kv_profiles()
+        if PROFILES.get(profile) is not None and PROFILES[profile].system == "rocketmq":
+            return (f"workload register cannot run on {profile}: real RocketMQ has no key-value store "
+                    f"(the model's Raft KV is ours); use queue or log, or a model profile ({', '.join(known)})")
         if profile not in known:
             return (f"workload register needs a profile with a Raft key-value store "
                     f"({', '.join(known) or 'none available'}), not {profile!r}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import workloads
 from harness.campaign.model import COMBINE, Campaign, CampaignError
-from harness.spec import RunSpec, SpecError, build_spec
+from harness.spec import RunSpec, SpecError, build_spec, refused_fault
 from harness.store import slug
 from sut import profiles as sut_profiles
 
@@ -101,7 +101,7 @@ def fault_problem(profile: str, fault: str) -> str | None:
         faults.validate([part.strip() for part in fault.split(COMBINE)], nodes)
     except faults.FaultError as exc:
         return str(exc)
-    return None
+    return refused_fault(profile, [part.strip() for part in fault.split(COMBINE)])
 
 
 def run_spec(campaign: Campaign, run: PlannedRun, store: Path, inventory: Path | None) -> RunSpec:

@@ -54,6 +54,12 @@ def campaign(file: Path, resume: bool, only: str | None, dry_run: bool, store: P
         check_writable(store)
     except StoreError as exc:
         raise UserError(f"--store: {exc}") from None
+    from harness.spec import SpecError, check_release
+    try:
+        for profile in spec.profiles:
+            check_release(profile)
+    except SpecError as exc:
+        raise UserError(str(exc)) from None
     from harness.campaign.runner import CampaignRunner
     try:
         runner = CampaignRunner(spec, the_plan, file.resolve(), store, console, resume=resume,

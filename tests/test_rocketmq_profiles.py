@@ -1,0 +1,107 @@
+"""The rmq-* profiles as data: rendering into RocketMQ configs and JVM argv, and what a
+run refuses on them before anything starts (no cluster, no JVM)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import EXIT_ERROR, cli
+from harness.spec import SpecError, build_spec
+from sut.profiles import PROFILES, failure_detection_s, get
+from sut.rocketmq.config import ADD_OPENS, render
+
+REPO = Path(__file__).resolve().parents[1]
+HOSTS = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
+WORKDIRS = [f"/var/lib/chaos/nodes/n{i}" for i in range(1, 5)]
+
+
+def rendered(name: str, timing: str = "fast"):
+    return {p.name: p for p in render(get(name), HOSTS, WORKDIRS, "rocketmq-5.3.3-abc", timing)}
+
+
+def test_the_four_modes_and_the_article_options_are_profiles_of_the_rocketmq_system():
+    for name in ("rmq-dledger-3", "rmq-controller-3", "rmq-controller-unclean", "rmq-master-slave-sync",
+                 "rmq-controller-3-jraft-tsp-slaveread", "rmq-dledger-3-tsp-slaveread"):
+        assert PROFILES[name].system == "rocketmq"
+    assert get("rmq-controller-unclean").expected_safe is False
+    assert set(get("rmq-controller-unclean").unsafe_under) >= {"kill", "partition"}
+    assert all(PROFILES[n].expected_safe for n in ("rmq-dledger-3", "rmq-controller-3", "rmq-master-slave-sync"))
+
+
+def test_every_process_has_a_home_and_store_of_its_own_and_the_nameserver_a_node_alone():
+    procs = rendered("rmq-controller-3")
+    homes = [p.data_dir for p in procs.values()]
+    assert len(set(homes)) == len(homes) == 7
+    for p in procs.values():
+        assert f"-Duser.home={p.data_dir}" in p.argv and p.data_dir.startswith(WORKDIRS[p.node])
+        assert all(flag in p.argv for flag in ADD_OPENS)
+        assert any(a.startswith("-Xmx") for a in p.argv) and "-XX:+UseSerialGC" in p.argv
+    assert procs["namesrv"].node == 0 and all(p.node > 0 for n, p in procs.items() if n != "namesrv")
+    broker = procs["broker-a-0"].properties
+    assert broker["storePathRootDir"].startswith(procs["broker-a-0"].data_dir)
+    assert int(broker["mappedFileSizeCommitLog"]) <= 64 * 1024 * 1024
+    assert broker["messageIndexEnable"] == "false" and broker["timerWheelEnable"] == "false"
+
+
+def test_controller_mode_acks_from_the_sync_state_set_and_unclean_from_the_master_alone():
+    safe = rendered("rmq-controller-3")
+    assert safe["broker-a-1"].properties["allAckInSyncStateSet"] == "true"
+    assert safe["broker-a-1"].properties["controllerAddr"] == "10.0.0.2:9878;10.0.0.3:9878;10.0.0.4:9878"
+    assert safe["controller-0"].properties["controllerDLegerPeers"] == \
+        "n0-10.0.0.2:9878;n1-10.0.0.3:9878;n2-10.0.0.4:9878"
+    assert safe["controller-0"].properties["enableElectUncleanMaster"] == "false"
+    unclean = rendered("rmq-controller-unclean")
+    assert unclean["broker-a-1"].properties["allAckInSyncStateSet"] == "false"
+    assert unclean["controller-2"].properties["enableElectUncleanMaster"] == "true"
+
+
+def test_the_article_switches_reach_the_configs():
+    procs = rendered("rmq-controller-3-jraft-tsp-slaveread")
+    ctrl = procs["controller-1"].properties
+    assert ctrl["controllerType"] == "jRaft" and ctrl["jRaftServerId"] == "10.0.0.3:9880"
+    assert ctrl["jRaftControllerRPCAddr"] == "10.0.0.2:9878,10.0.0.3:9878,10.0.0.4:9878"
+    broker = procs["broker-a-0"].properties
+    assert broker["transientStorePoolEnable"] == "true" and broker["slaveReadEnable"] == "true"
+    dledger = rendered("rmq-dledger-3")["broker-a-2"].properties
+    assert dledger["enableDLegerCommitLog"] == "true" and dledger["dLegerSelfId"] == "n2"
+
+
+def test_timing_fast_shortens_failure_detection_where_rocketmq_lets_it():
+    assert failure_detection_s("rmq-controller-3", "fast") < failure_detection_s("rmq-controller-3", "default")
+    assert rendered("rmq-controller-3", "default")["broker-a-0"].properties["controllerHeartBeatTimeoutMills"] == "10000"
+    # DLedger's election timing is not configurable through the broker.
+    assert failure_detection_s("rmq-dledger-3", "fast") == failure_detection_s("rmq-dledger-3", "default")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"faults": ["leader-crash"]}, "crash faults are not enabled on real RocketMQ"),
+    ({"faults": ["noop"], "overlap": ["random-crash"]}, "crash faults are not enabled on real RocketMQ"),
+    ({"workload": "register"}, "real RocketMQ has no key-value store"),
+    ({"bugs": ["ack-without-sync-state-set"]}, "the bug library lives in the model SUT"),
+])
+def test_what_cannot_apply_to_real_rocketmq_is_refused_with_its_reason(tmp_path, values, message):
+    spec = {"profile": "rmq-controller-3", "store": tmp_path / "store", "nodes": 4, **values}
+    with pytest.raises(SpecError, match=message):
+        build_spec(spec)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fault", "leader-crash"], "crash faults are not enabled on real RocketMQ"),
+    (["--workload", "register"], "real RocketMQ has no key-value store"),
+    (["--nodes", "3"], "profile rmq-controller-3 needs 4 nodes"),
+    (["--bug", "read-beyond-confirm-offset"], "the bug library lives in the model SUT"),
+])
+def test_chaos_run_refuses_them_in_one_line_before_anything_starts(tmp_path, args, message):
+    result = CliRunner().invoke(cli, ["run", "--profile", "rmq-controller-3", *args, "--store", str(tmp_path / "s")])
+    assert result.exit_code == EXIT_ERROR, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], result.output
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_article_campaign_is_the_full_matrix_and_a_dry_run_prints_its_size():
+    result = CliRunner().invoke(cli, ["campaign", str(REPO / "campaigns" / "rocketmq-article.yaml"), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "168 runs (8 profiles x 1 workloads x 7 faults x 3 repeats)" in result.output
