@@ -194,15 +194,28 @@ class LoopbackRocketMQ:
 @pytest.fixture(scope="module")
 def rmq_cluster() -> Iterator[LoopbackRocketMQ]:
     """A started loopback RocketMQ in Controller mode for the module (nameserver with an
-    embedded controller, one broker), always stopped and removed afterwards."""
+    embedded controller, one broker), always stopped and removed afterwards. A start that
+    fails is tried once more on fresh ports: the free ports are picked before the JVMs bind
+    them, and other test runs on the box pick theirs at the same time."""
     require_rocketmq()
-    root = Path(tempfile.mkdtemp(prefix="rmq-test-"))
-    cluster = LoopbackRocketMQ(root, controller=True)
+    made: list[tuple[LoopbackRocketMQ, Path]] = []
     try:
-        yield cluster.start()
+        for attempt in (1, 2):
+            root = Path(tempfile.mkdtemp(prefix="rmq-test-"))
+            cluster = LoopbackRocketMQ(root, controller=True)
+            made.append((cluster, root))
+            try:
+                cluster.start()
+                break
+            except RuntimeError:
+                cluster.close()
+                if attempt == 2:
+                    raise
+        yield cluster
     finally:
-        cluster.close()
-        shutil.rmtree(root, ignore_errors=True)
+        for cluster, root in made:
+            cluster.close()
+            shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -42,6 +42,18 @@ def client(cluster, topic: str, op_timeout: float = 6.0) -> RocketMQClient:
     return made
 
 
+def eventually(call, timeout: float = 30.0):
+    """call()'s answer once it stops raising DriverError (e.g. a route not registered yet)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except DriverError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
 def test_send_to_a_queue_then_pull_it_back_by_offset(rmq_loopback):
     async def scenario() -> tuple[list[Completion], Completion, Completion]:
         rmq = client(rmq_loopback, "t-send-pull")
@@ -70,12 +82,13 @@ def test_admin_creates_the_topic_and_names_the_master_and_the_controller_leader(
     with Driver() as driver:
         done = driver.call("create_topic", timeout=30, namesrv=namesrv, topic="t-admin", queues=3)
         cluster = driver.call("cluster", timeout=30, namesrv=namesrv)
-        route = driver.call("topic_route", timeout=30, namesrv=namesrv, topic="t-admin")
+        # The broker registers the new topic with the nameserver in the background.
+        route = eventually(lambda: driver.call("topic_route", timeout=30, namesrv=namesrv, topic="t-admin"))
         meta = driver.call("controller_meta", timeout=30, namesrv=namesrv, controller=controller)
         sync = driver.call("sync_state", timeout=30, namesrv=namesrv, controller=controller, brokers=[BROKER_NAME])
         opened = driver.call("open", timeout=30, namesrv=namesrv, route_refresh_ms=1000)
-        sent = driver.call("send", timeout=30, client=opened["client"], topic="t-admin", queue=1,
-                           body="aGk=", key="k1")
+        sent = eventually(lambda: driver.call("send", timeout=30, client=opened["client"], topic="t-admin",
+                                              queue=1, body="aGk=", key="k1"))
     assert done["created"] == {rmq_loopback.broker: 0} and not done["failed"]
     assert cluster["brokers"] == {BROKER_NAME: {"0": rmq_loopback.broker}}   # id 0: the master
     assert BROKER_NAME in cluster["clusters"]["chaos-test"]
@@ -209,7 +222,8 @@ def test_a_killed_harness_leaves_no_driver_jvm(tmp_path):
     require_rocketmq()
     script = ("import sys, time; sys.path.insert(0, %r)\n"
               "from sut.rocketmq.driver import Driver\n"
-              "d = Driver().start(); print(d.pid, flush=True); time.sleep(600)\n") % str(REPO)
+              "d = Driver(log_dir=%r).start(); print(d.pid, flush=True); time.sleep(600)\n") % (
+                  str(REPO), str(tmp_path / "driver"))
     harness = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         jvm = int(harness.stdout.readline())
