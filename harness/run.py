@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator
 import faults
 import nuclei
 import workloads
+from harness.cluster_state import FILE_NAME as CLUSTER_FILE, ClusterRecorder
 from harness.signals import deferred_stop, run_stoppable, stop_reason
 from harness.stale import release_lease, take_lease
 from harness.spec import RunSpec
@@ -430,6 +431,7 @@ class RunLifecycle:
             emit=emit, run_start_ns=clock.origin_ns)
         stop = threading.Event()
         schedule = fault_schedule(spec, fault_specs)
+        recorder = ClusterRecorder(deployer.cluster_state, self.run.path / CLUSTER_FILE, clock).start()
         try:
             with self.record.phase("setup", self.status):
                 await run.setup()
@@ -462,6 +464,7 @@ class RunLifecycle:
                 if run.final_timed_out:
                     self.record.notes.append(f"final phase cut off after --drain-timeout {spec.drain_timeout:g}s")
         finally:
+            await asyncio.to_thread(recorder.stop)
             await run.close()
             nemesis_log.close()
 
