@@ -56,14 +56,23 @@ def summarize(probes: list[Probe], statuses: list[dict[str, Any] | None],
     ids = broker_nodes if broker_nodes is not None else {}
     answered = list(zip(probes, statuses))
     for probe, status in answered:
-        if probe.role == "broker" and status and status.get("broker_id") is not None:
-            ids[(_group(probe, status), int(status["broker_id"]))] = probe.node
+        ident = _broker_id(status) if probe.role == "broker" else None
+        if ident is not None:
+            ids[(_group(probe, status), ident)] = probe.node
     return {"groups": _groups(answered, ids), "controller": _controllers(answered),
             "nodes": _nodes(answered)}
 
 
 def _group(probe: Probe, status: dict[str, Any] | None) -> str:
     return str((status or {}).get("broker_name") or probe.group or probe.name)
+
+
+def _broker_id(status: dict[str, Any] | None) -> int | None:
+    """The id a SyncStateSet uses: the controller's id in controller mode, else the configured one."""
+    if not status:
+        return None
+    ident = (status.get("ha") or {}).get("controller_broker_id", status.get("broker_id"))
+    return int(ident) if isinstance(ident, int) and not isinstance(ident, bool) else None
 
 
 def _broker_view(status: dict[str, Any] | None) -> tuple[str, int | None, int | None]:

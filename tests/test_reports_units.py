@@ -135,10 +135,13 @@ def test_every_queue_anomaly_category_is_shown_with_full_lists_to_download(tmp_p
              "duplicated": [], "problems": []}
     run = make_run(tmp_path, json.dumps(results(queue=queue)))
     html = reports.render_run(run).read_text()
-    assert 'id="queue-poll_skip">poll skip: 30' in html
+    assert 'id="queue-poll_skip">poll skip: 30 offsets' in html  # poll skips count offsets
     assert "30 poll skip" in html  # the verdict's reason
-    shown = re.search(r'id="queue-poll_skip".*?<code class="ids">(.*?)</code>', html, re.S).group(1)
-    assert shown == ", ".join(str(i) for i in range(20))
+    assert "poll skip (offsets)" in html and "lost (messages)" in html  # the counts table says what it counts
+    table = re.search(r'<table class="data anomalies" data-category="poll_skip">(.*?)</table>', html, re.S).group(1)
+    assert re.findall(r"<th scope=\"col\">(.*?)</th>", table)[:2] == ["id", "key"]
+    assert [int(cell) for cell in re.findall(r"<tr><td>(\d+)</td>", table)] == list(range(30))
+    assert "{&#34;" not in table and '{"' not in table  # cells, not JSON objects
     downloaded = json.loads((run / "report" / "downloads" / "queue-poll_skip.json").read_text())
     assert [r["id"] for r in downloaded] == list(range(30))
     assert (run / "report" / "downloads" / "queue-poll_skip.csv").read_text().count("\n") == 31
