@@ -102,6 +102,26 @@ def latency_figure(history: History, windows: list[dict[str, Any]]) -> dict[str,
     return {"data": data, "layout": layout}
 
 
+def latency_quantiles_figure(series: list[dict[str, Any]], windows: list[dict[str, Any]]) -> go.Figure:
+    """Latency per time bucket (the perf checker's p50 / p99 / max, computed on Spark) for
+    runs too big to draw every operation: one line per quantile, operation and outcome."""
+    fig = go.Figure()
+    widths = {"p50_ms": 1, "p99_ms": 2, "max_ms": 1}
+    dashes = {"p50_ms": "dot", "p99_ms": "solid", "max_ms": "dash"}
+    for entry in series:
+        outcome = str(entry.get("type"))
+        for name, width in widths.items():
+            if not entry.get(name):
+                continue
+            fig.add_scatter(name=hover_text(f"{entry.get('f')} {outcome} {name.removesuffix('_ms')}"),
+                            x=entry.get("t_s", []), y=entry.get(name), mode="lines",
+                            line=dict(color=OUTCOME_COLOURS.get(outcome, "#555"), width=width, dash=dashes[name]))
+    fig.update_layout(**base_layout("Latency per time bucket (p50 dotted, p99 solid, max dashed)",
+                                    yaxis=dict(type="log", title="latency (ms)"),
+                                    xaxis_title="time since run start (s)", **fault_shading(windows)))
+    return fig
+
+
 def throughput_figure(series: list[dict[str, Any]], windows: list[dict[str, Any]]) -> go.Figure:
     """Completed operations per second, one line per operation and outcome."""
     fig = go.Figure()

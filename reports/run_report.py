@@ -24,6 +24,9 @@ from reports.load import RunFacts, is_campaign_dir, load_run, read_jsonl, read_t
 from reports.render import relative_url, render_page, write_atomic
 
 INLINE_ROWS = 25
+# Above this many operations, pages draw aggregates and per-operation detail moves to
+# range pages of at most this many operations each (a page never holds the whole history).
+DETAIL_LIMIT = 20_000
 KNOWN_CATEGORIES = ("lost", "duplicated", "unexpected", "recovered", "lost_after_consume",
                     "inconsistent_offsets", "poll_skip", "nonmonotonic_poll")
 CHECKER_ORDER = ("stats", "queue", "order", "linearizable", "rto", "perf")
@@ -179,11 +182,14 @@ def perf_section(facts: RunFacts, history: History | None, history_problem: str 
                  windows: list[dict[str, Any]]) -> Section:
     perf = facts.checker("perf")
     out = Section()
-    if history is not None and len(history):
+    series = [s for s in perf.get("series") or [] if isinstance(s, dict)]
+    if history is not None and len(history) > DETAIL_LIMIT and series:
+        out.data["latency"] = figure_div(run_charts.latency_quantiles_figure(series, windows), "latency-chart")
+        out.data["aggregated"] = len(history)
+    elif history is not None and len(history):
         out.data["latency"] = figure_div(run_charts.latency_figure(history, windows), "latency-chart")
     elif history_problem:
         out.problems.append(history_problem)
-    series = [s for s in perf.get("series") or [] if isinstance(s, dict)]
     latency = [row for row in perf.get("latency") or [] if isinstance(row, dict)]
     if not perf:
         out.problems.append(facts.results_problem or "results.json has no perf section")
@@ -413,13 +419,8 @@ def _nav(report_dir: Path, run_dir: Path, current: str) -> list[dict[str, Any]]:
     return nav
 
 
-def timeline_context(facts: RunFacts, history: History | None, windows: list[dict[str, Any]],
-                     index: anomalies.Index | None) -> dict[str, Any]:
-    """What timeline.html shows: the story figure, the anomaly list and the counterexamples."""
-    states, problems = read_jsonl(facts.path / "cluster.jsonl")
-    problems = [p for p in problems if not p.endswith(": missing")]
-    if history is None or not len(history) or index is None:
-        return dict(timeline=None, cluster_problems=problems, operations=0, processes=0)
+def anomaly_groups(facts: RunFacts, index: anomalies.Index) -> tuple[dict[str, list[dict]], list[dict[str, Any]]]:
+    """The queue anomalies placed on the history (timeline.anomaly_entries) and their list's groups."""
     queue = facts.checker("queue")
     categories = {}
     if queue and queue.get("checked") is not False:
@@ -431,13 +432,71 @@ def timeline_context(facts: RunFacts, history: History | None, windows: list[dic
                    title=anomalies.category_title(c, counts.get(c, len(items))),
                    where=anomalies.WHERE.get(c, "at the operations that show it"))
               for c, items in entries.items()]
-    figure = timeline.story_figure(history, windows, states, entries)
+    return entries, groups
+
+
+def _anomaly_json(entries: dict[str, list[dict]]) -> markupsafe.Markup:
     data = {item["anchor"]: item for items in entries.values() for item in items}
-    return dict(timeline=figure_div(figure, "timeline"), cluster_problems=problems,
-                cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"],
-                anomaly_groups=groups, anomaly_json=markupsafe.Markup(safe_json(json.dumps(data, default=str))),
-                counterexamples=counterexamples(facts, history),
-                operations=len(history), processes=len(set(history.process)))
+    return markupsafe.Markup(safe_json(json.dumps(data, default=str)))
+
+
+def render_timeline(history: History | None, windows: list[dict[str, Any]], index: anomalies.Index | None,
+                    report_dir: Path, assets_dir: Path, **page: Any) -> Path:
+    """timeline.html; above DETAIL_LIMIT operations an aggregated page plus one detail page
+    per range of at most DETAIL_LIMIT operations (timeline/range-<n>.html), loaded when opened."""
+    facts: RunFacts = page["facts"]
+    dest = report_dir / "timeline.html"
+    states, problems = read_jsonl(facts.path / "cluster.jsonl")
+    page["cluster_problems"] = [p for p in problems if not p.endswith(": missing")]
+    if history is None or not len(history) or index is None:
+        return render_page("timeline.html.j2", dest, assets_dir, timeline=None, operations=0, processes=0, **page)
+    entries, groups = anomaly_groups(facts, index)
+    page.update(counterexamples=counterexamples(facts, history), operations=len(history),
+                processes=len(set(history.process)))
+    if len(history) <= DETAIL_LIMIT:
+        figure = timeline.story_figure(history, windows, states, entries)
+        return render_page("timeline.html.j2", dest, assets_dir, timeline=figure_div(figure, "timeline"),
+                           cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"],
+                           anomaly_groups=groups, anomaly_json=_anomaly_json(entries), **page)
+    ranges = []
+    for number, rows in enumerate(timeline.detail_ranges(history, DETAIL_LIMIT)):
+        part = history.subset(rows)
+        start_s, stop_s = min(part.invoke_time) / 1e9, part.end_s
+        href = f"timeline/range-{number}.html"
+        inside = timeline.entries_within(entries, start_s, stop_s)
+        figure = timeline.story_figure(part, windows, states, inside)
+        figure["layout"]["xaxis"].update(range=[start_s, stop_s], autorange=False)
+        nav = [dict(label="report", href="../index.html", current=False),
+               dict(label="timeline", href="../timeline.html", current=False)]
+        render_page("timeline.html.j2", report_dir / href, assets_dir,
+                    **{**page, "nav": nav, "operations": len(part), "processes": len(set(part.process)),
+                       "counterexamples": []},
+                    timeline=figure_div(figure, "timeline"), range_of=(start_s, stop_s),
+                    cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"],
+                    anomaly_groups=[dict(g, entries=inside[g["category"]], shown=len(inside[g["category"]]))
+                                    for g in groups if inside[g["category"]]],
+                    anomaly_json=_anomaly_json(inside))
+        ranges.append(dict(href=href, start_s=round(start_s, 2), stop_s=round(stop_s, 2), operations=len(part),
+                           anomalies=sum(len(v) for v in inside.values()),
+                           windows=[window_label(w) for w in windows
+                                    if _overlaps(w, start_s, stop_s)]))
+    for items in entries.values():
+        for item in items:
+            item["detail_href"] = next((f"{r['href']}#anomaly-{item['anchor']}" for r in ranges
+                                        if any(r["start_s"] <= op["x"] <= r["stop_s"] + 0.01 for op in item["ops"])),
+                                       None)
+    series = [s for s in facts.checker("perf").get("series") or [] if isinstance(s, dict)]
+    figure = timeline.aggregate_figure(series, windows, states, entries, history.end_s, ranges)
+    return render_page("timeline.html.j2", dest, assets_dir, timeline=figure_div(figure, "timeline"),
+                       cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"], ranges=ranges,
+                       anomaly_groups=groups, anomaly_json=_anomaly_json(entries), **page)
+
+
+def _overlaps(window: dict[str, Any], start_s: float, stop_s: float) -> bool:
+    begin, end = window.get("start_s"), window.get("stop_s")
+    if not isinstance(begin, (int, float)):
+        return False
+    return begin <= stop_s and (end if isinstance(end, (int, float)) else float("inf")) >= start_s
 
 
 def counterexamples(facts: RunFacts, history: History) -> list[dict[str, Any]]:
@@ -474,8 +533,7 @@ def render_run_report(run_dir: Path) -> Path:
         queue=queue_section(facts, report_dir, found), lin=lin_section(facts, history, history_problem),
         nemesis=nemesis_section(facts, windows), logs=node_logs(run_dir, report_dir), stats=stats_section(facts),
         **common)
-    render_page("timeline.html.j2", report_dir / "timeline.html", assets_dir,
-                nav=_nav(report_dir, run_dir, "timeline"), history_problem=history_problem,
-                **timeline_context(facts, history, windows, found), **common)
+    render_timeline(history, windows, found, report_dir, assets_dir,
+                    nav=_nav(report_dir, run_dir, "timeline"), history_problem=history_problem, **common)
     return page
 

@@ -221,15 +221,20 @@ def anomalies_text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def anomaly_traces(entries: dict[str, list[dict]]) -> list[dict[str, Any]]:
-    """One SVG marker trace per category (clickable), a marker per op that shows an anomaly."""
+def anomaly_lane(category: str) -> str:
+    return f"{category.replace('_', ' ')} (anomalies)"
+
+
+def anomaly_traces(entries: dict[str, list[dict]], on_cluster_axis: bool = False) -> list[dict[str, Any]]:
+    """One SVG marker trace per category (clickable), a marker per op that shows an anomaly:
+    in the op's process lane, or in a lane of its own above when the process lanes are aggregated."""
     traces = []
     for category, items in entries.items():
         x, y, custom, hover = [], [], [], []
         for item in items:
             for op in item["ops"]:
                 x.append(op["x"])
-                y.append(op["process"])
+                y.append(anomaly_lane(category) if on_cluster_axis else op["process"])
                 custom.append([item["anchor"]])
                 hover.append(hover_lines([(category.replace("_", " "), item["label"]),
                                           ("operation", f"#{op['index']} {op['f']} ({op['type']})"),
@@ -238,7 +243,7 @@ def anomaly_traces(entries: dict[str, list[dict]]) -> list[dict[str, Any]]:
             continue
         traces.append(dict(type="scatter", mode="markers", name=f"{category.replace('_', ' ')} ({len(items)})",
                            x=x, y=y, customdata=custom, hovertext=hover, hoverinfo="text",
-                           meta={"anomaly": category},
+                           meta={"anomaly": category}, yaxis=CLUSTER_AXIS if on_cluster_axis else "y",
                            marker=dict(symbol=ANOMALY_SYMBOLS.get(category, "x-open"), size=14,
                                        color=ANOMALY_COLOURS.get(category, "#000"),
                                        line=dict(width=2.5, color=ANOMALY_COLOURS.get(category, "#000")))))
@@ -272,6 +277,49 @@ def story_figure(history: History, windows: list[dict[str, Any]], states: list[d
     layout["meta"]["timeline"].update(box_limit=400, cluster_lanes=lanes)
     figure["data"] = span_traces(spans) + figure["data"] + [_box_trace()] + anomaly_traces(entries)
     return figure
+
+
+def aggregate_figure(series: list[dict[str, Any]], windows: list[dict[str, Any]], states: list[dict[str, Any]],
+                     entries: dict[str, list[dict]], end_s: float, ranges: list[dict[str, Any]]) -> dict[str, Any]:
+    """The story of a run too big to draw op by op: the cluster lanes and one lane per
+    anomaly category above the throughput per bucket (the perf checker's series,
+    computed on Spark); each range page (`ranges`) is a shaded link target below."""
+    from reports.charts import OUTCOME_COLOURS, base_layout, fault_shading
+    spans = cluster_spans(states, windows, end_s)
+    lanes = list(dict.fromkeys(s.lane for s in spans)) + [anomaly_lane(c) for c, items in entries.items() if items]
+    data: list[dict[str, Any]] = span_traces(spans)
+    dashes = ("solid", "dash", "dot", "dashdot")
+    names = sorted({str(s.get("f")) for s in series})
+    for entry in series:
+        outcome = str(entry.get("type"))
+        data.append(dict(type="scatter", mode="lines", name=hover_text(f"{entry.get('f')} {outcome} per s"),
+                         x=entry.get("t_s", []), y=entry.get("throughput", []), yaxis="y",
+                         line=dict(color=OUTCOME_COLOURS.get(outcome, "#555"),
+                                   dash=dashes[names.index(str(entry.get("f"))) % len(dashes)])))
+    data += anomaly_traces(entries, on_cluster_axis=True)
+    cluster_px, chart_px = CLUSTER_LANE_PX * len(lanes), 260
+    total = cluster_px + chart_px + 40
+    layout = base_layout("Operations per second (aggregated: zoom into a range page for every operation)",
+                         height=total + 150, hovermode="closest", xaxis=dict(title="time since run start (s)"),
+                         yaxis=dict(domain=[0, chart_px / total], title="operations / s", rangemode="tozero"),
+                         **fault_shading(windows, end_s))
+    layout["yaxis2"] = dict(domain=[(chart_px + 40) / total, 1], type="category", categoryorder="array",
+                            categoryarray=list(reversed(lanes)), fixedrange=True, automargin=True)
+    layout.update(barmode="overlay", uniformtext=dict(mode="hide", minsize=8), legend=dict(orientation="h", y=-0.15))
+    layout["meta"] = {"timeline": {"aggregated": True, "cluster_lanes": lanes, "ranges": ranges}}
+    return {"data": data, "layout": layout}
+
+
+def detail_ranges(history: History, limit: int) -> list[list[int]]:
+    """The history cut by invocation time into consecutive ranges of at most `limit` operations."""
+    order = sorted(range(len(history)), key=history.invoke_time.__getitem__)
+    return [order[i:i + limit] for i in range(0, len(order), limit)]
+
+
+def entries_within(entries: dict[str, list[dict]], start_s: float, stop_s: float) -> dict[str, list[dict]]:
+    """The anomalies with an operation in [start_s, stop_s]."""
+    return {c: [e for e in items if any(start_s <= op["x"] <= stop_s for op in e["ops"])]
+            for c, items in entries.items()}
 
 
 def integer_ticks(processes: list[int]) -> dict[str, Any]:

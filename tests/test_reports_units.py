@@ -140,11 +140,20 @@ def test_every_queue_anomaly_category_is_shown_with_full_lists_to_download(tmp_p
     assert "poll skip (offsets)" in html and "lost (messages)" in html  # the counts table says what it counts
     table = re.search(r'<table class="data anomalies" data-category="poll_skip">(.*?)</table>', html, re.S).group(1)
     assert re.findall(r"<th scope=\"col\">(.*?)</th>", table)[:2] == ["id", "key"]
-    assert [int(cell) for cell in re.findall(r"<tr><td>(\d+)</td>", table)] == list(range(30))
+    assert [int(cell) for cell in re.findall(r"<tr><td>(\d+)</td>", table)] == list(range(25))
+    assert "The first 25 of 30 rows" in html
     assert "{&#34;" not in table and '{"' not in table  # cells, not JSON objects
     downloaded = json.loads((run / "report" / "downloads" / "queue-poll_skip.json").read_text())
     assert [r["id"] for r in downloaded] == list(range(30))
     assert (run / "report" / "downloads" / "queue-poll_skip.csv").read_text().count("\n") == 31
+
+
+def test_a_checker_that_does_not_apply_says_not_applicable_once(tmp_path):
+    lin = {"valid": True, "checked": False, "reason": "not applicable: the queue workload has no register"}
+    run = make_run(tmp_path, json.dumps(results(linearizable=lin)))
+    html = reports.render_run(run).read_text()
+    assert "Not applicable: the queue workload has no register" in html
+    assert "not applicable: not applicable" not in html.lower()
 
 
 def test_a_window_shorter_than_failure_detection_says_no_failover_was_exercised(tmp_path):

@@ -135,13 +135,14 @@
   // picked as the closest point: a marker sits on the op that shows it.
   function anomalyNear(div, mouse) {
     if (!mouse) { return null; }
-    var xa = div._fullLayout.xaxis, ya = div._fullLayout.yaxis, box = div.getBoundingClientRect();
+    var xa = div._fullLayout.xaxis, box = div.getBoundingClientRect();
     var best = null, bestDistance = 10;
     div.data.forEach(function (trace) {
       if (!trace.meta || !trace.meta.anomaly || trace.visible === "legendonly") { return; }
+      var ya = div._fullLayout[trace.yaxis === "y2" ? "yaxis2" : "yaxis"];
       for (var i = 0; i < trace.x.length; i++) {
         var dx = box.left + xa._offset + xa.l2p(trace.x[i]) - mouse.clientX;
-        var dy = box.top + ya._offset + ya.l2p(trace.y[i]) - mouse.clientY;
+        var dy = box.top + ya._offset + ya.d2p(trace.y[i]) - mouse.clientY;
         var distance = Math.sqrt(dx * dx + dy * dy);
         if (distance < bestDistance) { bestDistance = distance; best = trace.customdata[i][0]; }
       }
@@ -158,13 +159,16 @@
         showAnomaly(div, data, link.getAttribute("data-anomaly"), true);
       });
     });
-    div.on("plotly_click", function (event) {
-      var anchor = anomalyNear(div, event.event);
+    // A plain click listener: plotly's own click event depends on its throttled hover.
+    div.addEventListener("click", function (event) {
+      var anchor = anomalyNear(div, event);
       if (anchor) { showAnomaly(div, data, anchor, false); }
     });
     var hash = decodeURIComponent(location.hash.replace(/^#/, ""));
     var group = document.getElementById(hash);
     if (group && group.tagName === "DETAILS") { group.open = true; group.scrollIntoView(); }
+    var anchor = hash.replace(/^anomaly-/, "");
+    if (data[anchor]) { showAnomaly(div, data, anchor, true); }
   }
 
   function setupTimeline(div, figure) {
