@@ -464,7 +464,7 @@ class RunLifecycle:
                 if run.final_timed_out:
                     self.record.notes.append(f"final phase cut off after --drain-timeout {spec.drain_timeout:g}s")
         finally:
-            await asyncio.to_thread(recorder.stop)
+            recorder.stop()  # at most one sample (0.5 s timeout) to wait for
             await run.close()
             nemesis_log.close()
 

@@ -157,7 +157,7 @@ def _op_custom(history: History, i: int) -> list[Any]:
         history.f[i], history.key[i], history.invoke_value[i], history.value[i], history.node[i], history.error[i]))]
 
 
-def _op_hover(history: History, i: int) -> str:
+def op_hover(history: History, i: int) -> str:
     return hover_lines([("op", f"#{history.index[i]} process {history.process[i]} {history.f[i]} "
                                f"key {history.key[i]}"),
                         ("invoked with", history.invoke_value[i]), ("returned", history.value[i]),
@@ -186,7 +186,7 @@ def counterexample_figure(history: History, rows: list[int], failing: int | None
                                 line=dict(color="#000", width=[4 if i == failing else 1 for i in picked]),
                                 pattern=dict(shape=["x" if i == failing else ("." if i == previous_ok else "")
                                                     for i in picked])),
-                    hovertext=[_op_hover(history, i) for i in picked], hoverinfo="text")
+                    hovertext=[op_hover(history, i) for i in picked], hoverinfo="text")
     annotations = []
     for i, label in ((failing, "cannot be linearized"), (previous_ok, "previous ok")):
         if i is not None and i in rows:

@@ -10,7 +10,6 @@ the anomaly's details (assets/report.js, data in a JSON block).
 """
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import Any
 
@@ -385,7 +384,7 @@ def counterexample_figure(history: History, rows: list[int], failing: int) -> di
             text=[hover_text(f"{history.f[i]} {_value(history.invoke_value[i])} → {_value(history.value[i])}")
                   for i in picked], textposition="inside", insidetextanchor="middle",
             textfont=dict(color="#fff" if role == "could not be linearized" else "#000"),
-            hovertext=[run_charts._op_hover(history, i) for i in picked], hoverinfo="text",
+            hovertext=[run_charts.op_hover(history, i) for i in picked], hoverinfo="text",
             marker=dict(color=colour, line=dict(color="#000", width=3 if role == "could not be linearized" else 1),
                         pattern=dict(shape="x" if role == "could not be linearized" else "")),
             meta={"role": role}))

@@ -120,6 +120,8 @@
     }
     panel.appendChild(ops);
     panel.setAttribute("data-anomaly", anchor);
+    var list = panel.closest(".anomaly-list");
+    if (list) { list.scrollTop = 0; }  // the details sit above the list; the page itself stays put
     document.querySelectorAll("a[data-anomaly].current").forEach(function (a) { a.classList.remove("current"); });
     var link = document.querySelector('a[data-anomaly="' + anchor + '"]');
     if (link) { link.classList.add("current"); }
