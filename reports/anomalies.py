@@ -208,10 +208,10 @@ def _own_fields(anomaly: dict[str, Any]) -> dict[str, Any]:
 
 
 def shown_columns(rows: list[dict[str, Any]]) -> list[str]:
-    """COLUMNS that hold something in these rows, then the checker's own fields; `key`
-    only where it differs from the queue."""
+    """Every one of COLUMNS (an empty cell says "never": e.g. a lost message's consumed at),
+    then the checker's own fields that hold something; `key` only where it differs from the queue."""
     present = [c for c in dict.fromkeys(k for row in rows for k in row) if any(r.get(c) is not None for r in rows)]
-    columns = [c for c in COLUMNS if c in present] + [c for c in present if c not in COLUMNS]
+    columns = list(COLUMNS) + [c for c in present if c not in COLUMNS]
     if "key" in columns and all(str(r.get("key")) == str(r.get("queue")) for r in rows):
         columns.remove("key")
     return columns
