@@ -107,8 +107,8 @@ def page_load_times(pages: list[Path]) -> list[float]:
         for page_path in pages:
             page = context.new_page()
             start = time.perf_counter()
-            page.goto(page_path.as_uri())
-            page.wait_for_selector("body[data-charts-rendered]", timeout=120_000)
+            page.goto(page_path.as_uri(), timeout=300_000)
+            page.wait_for_selector("body[data-charts-rendered]", timeout=300_000)
             times.append(time.perf_counter() - start)
             page.close()
         context.close()
