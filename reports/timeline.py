@@ -21,6 +21,8 @@ CLUSTER_AXIS = "y2"
 CLUSTER_LANE_PX = 26
 PROCESS_LANE_PX = 18
 LIST_LIMIT = 500        # anomalies listed (and marked) per category; the downloads hold all
+OPS_PER_ANOMALY = 20    # operations marked per anomaly (an offset seen by thousands of polls)
+VALUES_PER_FIELD = 20   # list items shown per field of an anomaly's details
 NO_LEADER_COLOUR = "#ffffff"
 DOWN_COLOUR = "#777777"
 # Shapes stand apart from the op markers (circle, x, diamond) and from each other.
@@ -182,8 +184,8 @@ def anomaly_entries(index: anomalies.Index, categories: dict[str, list[dict[str,
         if category in anomalies.COUNTS_OFFSETS:
             rows = anomalies.distinct_offsets(rows)
         for number, anomaly in enumerate(rows[:LIST_LIMIT]):
-            ops = index.operations(category, anomaly)
-            row = index.row(anomaly)
+            ops = index.operations(category, anomaly)[:OPS_PER_ANOMALY]
+            row = {k: _clip_list(v) for k, v in index.row(anomaly).items()}
             entries.append({
                 "anchor": f"{category}-{number}", "category": category,
                 "label": _entry_label(category, row),
@@ -193,6 +195,12 @@ def anomaly_entries(index: anomalies.Index, categories: dict[str, list[dict[str,
                          "x": round(_op_time(h, i), 4), "type": h.type[i]} for i in ops]})
         out[category] = entries
     return out
+
+
+def _clip_list(value: Any) -> Any:
+    if isinstance(value, list) and len(value) > VALUES_PER_FIELD:
+        return value[:VALUES_PER_FIELD] + [f"… {len(value):,} in all (see the download)"]
+    return value
 
 
 def _op_time(history: History, i: int) -> float:
