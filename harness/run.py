@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Iterator
 import faults
 import nuclei
 import workloads
+from harness.cluster_state import FILE_NAME as CLUSTER_FILE, ClusterRecorder
 from harness.signals import deferred_stop, run_stoppable, stop_reason
 from harness.stale import release_lease, take_lease
 from harness import schedule as schedule_file
@@ -441,6 +442,7 @@ class RunLifecycle:
             emit=emit, run_start_ns=clock.origin_ns)
         stop = threading.Event()
         schedule = fault_schedule(spec, fault_specs)
+        recorder = ClusterRecorder(deployer.cluster_state, self.run.path / CLUSTER_FILE, clock).start()
         try:
             with self.record.phase("setup", self.status):
                 await run.setup()
@@ -473,6 +475,7 @@ class RunLifecycle:
                 if run.final_timed_out:
                     self.record.notes.append(f"final phase cut off after --drain-timeout {spec.drain_timeout:g}s")
         finally:
+            recorder.stop()  # at most one sample (0.5 s timeout) to wait for
             await run.close()
             nemesis_log.close()
 

@@ -40,6 +40,10 @@ class History:
     def row(self, i: int) -> dict[str, Any]:
         return {name: values[i] for name, values in self.columns.items()}
 
+    def subset(self, rows: list[int]) -> "History":
+        """The operations at these positions, in this order."""
+        return History({name: [values[i] for i in rows] for name, values in self.columns.items()})
+
     def positions_of_key(self, key: Any) -> list[int]:
         """Rows whose key is `key` (the table keeps keys as JSON text: 2, "r1")."""
         wanted = {json.dumps(key), str(key)} if key is not None else {None, "null"}

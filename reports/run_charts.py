@@ -102,6 +102,26 @@ def latency_figure(history: History, windows: list[dict[str, Any]]) -> dict[str,
     return {"data": data, "layout": layout}
 
 
+def latency_quantiles_figure(series: list[dict[str, Any]], windows: list[dict[str, Any]]) -> go.Figure:
+    """Latency per time bucket (the perf checker's p50 / p99 / max, computed on Spark) for
+    runs too big to draw every operation: one line per quantile, operation and outcome."""
+    fig = go.Figure()
+    widths = {"p50_ms": 1, "p99_ms": 2, "max_ms": 1}
+    dashes = {"p50_ms": "dot", "p99_ms": "solid", "max_ms": "dash"}
+    for entry in series:
+        outcome = str(entry.get("type"))
+        for name, width in widths.items():
+            if not entry.get(name):
+                continue
+            fig.add_scatter(name=hover_text(f"{entry.get('f')} {outcome} {name.removesuffix('_ms')}"),
+                            x=entry.get("t_s", []), y=entry.get(name), mode="lines",
+                            line=dict(color=OUTCOME_COLOURS.get(outcome, "#555"), width=width, dash=dashes[name]))
+    fig.update_layout(**base_layout("Latency per time bucket (p50 dotted, p99 solid, max dashed)",
+                                    yaxis=dict(type="log", title="latency (ms)"),
+                                    xaxis_title="time since run start (s)", **fault_shading(windows)))
+    return fig
+
+
 def throughput_figure(series: list[dict[str, Any]], windows: list[dict[str, Any]]) -> go.Figure:
     """Completed operations per second, one line per operation and outcome."""
     fig = go.Figure()
@@ -137,7 +157,7 @@ def _op_custom(history: History, i: int) -> list[Any]:
         history.f[i], history.key[i], history.invoke_value[i], history.value[i], history.node[i], history.error[i]))]
 
 
-def _op_hover(history: History, i: int) -> str:
+def op_hover(history: History, i: int) -> str:
     return hover_lines([("op", f"#{history.index[i]} process {history.process[i]} {history.f[i]} "
                                f"key {history.key[i]}"),
                         ("invoked with", history.invoke_value[i]), ("returned", history.value[i]),
@@ -166,7 +186,7 @@ def counterexample_figure(history: History, rows: list[int], failing: int | None
                                 line=dict(color="#000", width=[4 if i == failing else 1 for i in picked]),
                                 pattern=dict(shape=["x" if i == failing else ("." if i == previous_ok else "")
                                                     for i in picked])),
-                    hovertext=[_op_hover(history, i) for i in picked], hoverinfo="text")
+                    hovertext=[op_hover(history, i) for i in picked], hoverinfo="text")
     annotations = []
     for i, label in ((failing, "cannot be linearized"), (previous_ok, "previous ok")):
         if i is not None and i in rows:

@@ -14,14 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reports import run_charts
+import markupsafe
+
+from reports import anomalies, run_charts, timeline
 from reports.assets import install_assets
-from reports.charts import figure_div, window_label
+from reports.charts import figure_div, safe_json, window_label
 from reports.history import History, load_history
 from reports.load import RunFacts, is_campaign_dir, load_run, read_jsonl, read_table, section
 from reports.render import relative_url, render_page, write_atomic
 
-INLINE_IDS = 20
+INLINE_ROWS = 25
+# Above this many operations, pages draw aggregates and per-operation detail moves to
+# range pages of at most this many operations each (a page never holds the whole history).
+DETAIL_LIMIT = 20_000
 KNOWN_CATEGORIES = ("lost", "duplicated", "unexpected", "recovered", "lost_after_consume",
                     "inconsistent_offsets", "poll_skip", "nonmonotonic_poll")
 CHECKER_ORDER = ("stats", "queue", "order", "linearizable", "rto", "perf")
@@ -177,11 +182,14 @@ def perf_section(facts: RunFacts, history: History | None, history_problem: str 
                  windows: list[dict[str, Any]]) -> Section:
     perf = facts.checker("perf")
     out = Section()
-    if history is not None and len(history):
+    series = [s for s in perf.get("series") or [] if isinstance(s, dict)]
+    if history is not None and len(history) > DETAIL_LIMIT and series:
+        out.data["latency"] = figure_div(run_charts.latency_quantiles_figure(series, windows), "latency-chart")
+        out.data["aggregated"] = len(history)
+    elif history is not None and len(history):
         out.data["latency"] = figure_div(run_charts.latency_figure(history, windows), "latency-chart")
     elif history_problem:
         out.problems.append(history_problem)
-    series = [s for s in perf.get("series") or [] if isinstance(s, dict)]
     latency = [row for row in perf.get("latency") or [] if isinstance(row, dict)]
     if not perf:
         out.problems.append(facts.results_problem or "results.json has no perf section")
@@ -236,12 +244,22 @@ def full_anomaly_rows(run_dir: Path, queue: dict[str, Any]) -> tuple[dict[str, l
     return by_category, None
 
 
-def queue_section(facts: RunFacts, report_dir: Path) -> Section:
+def count_items(counts: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The checker's counts, each name saying whether it counts messages or offsets."""
+    items = []
+    for name, value in counts.items():
+        unit = "offsets" if name in anomalies.COUNTS_OFFSETS else ("messages" if name in KNOWN_CATEGORIES else "")
+        items.append((f"{name.replace('_', ' ')} ({unit})" if unit else name.replace("_", " "), value))
+    return items
+
+
+def queue_section(facts: RunFacts, report_dir: Path, index: anomalies.Index | None = None) -> Section:
     queue = facts.checker("queue")
     out = Section()
     if not queue or queue.get("checked") is False:
         out.data["applies"] = False
-        out.data["reason"] = queue.get("reason") if queue else (facts.results_problem or "no queue section")
+        out.data["reason"] = not_applicable(queue.get("reason") if queue else
+                                            (facts.results_problem or "no queue section"))
         return out
     out.problems += [str(p) for p in queue.get("problems") or []]
     full, problem = full_anomaly_rows(facts.path, queue)
@@ -250,18 +268,29 @@ def queue_section(facts: RunFacts, report_dir: Path) -> Section:
     categories = []
     counts = anomaly_counts(queue)
     for category in sorted(full, key=lambda c: (KNOWN_CATEGORIES + (c,)).index(c)):
-        rows = full[category]
+        rows = [index.row(r) for r in full[category]] if index is not None else full[category]
         downloads = {}
         if rows:
             downloads = {fmt: write_atomic(report_dir / "downloads" / f"queue-{category}.{fmt}", text).name
                          for fmt, text in (("csv", _csv(rows)), ("json", json.dumps(rows, default=str, indent=1)))}
-        categories.append(dict(name=category, count=max(counts.get(category, 0), len(rows)),
-                               ids=[row.get("id") for row in rows[:INLINE_IDS]], rows=rows[:INLINE_IDS],
-                               columns=list(dict.fromkeys(k for row in rows[:INLINE_IDS] for k in row if k != "category")),
+        count = counts.get(category, len(rows))
+        shown = rows[:INLINE_ROWS]
+        categories.append(dict(name=category, count=count, rows_total=len(rows), rows=shown,
+                               title=anomalies.category_title(category, count),
+                               columns=anomalies.shown_columns(shown), titles=anomalies.COLUMN_TITLES,
                                downloads=downloads))
-    out.data.update(applies=True, counts=section(queue, "counts"), categories=categories,
+    out.data.update(applies=True, counts=count_items(section(queue, "counts")), categories=categories,
                     duplicates_allowed=queue.get("duplicates_allowed"))
     return out
+
+
+def not_applicable(reason: Any) -> str:
+    """A checker's reason without its own "not applicable:" (the page says it once)."""
+    text = str(reason or "")
+    prefix = "not applicable"
+    if text.lower().startswith(prefix):
+        text = text[len(prefix):].lstrip(" :-")
+    return text
 
 
 # -- linearizability counterexamples -----------------------------------------------------------
@@ -293,7 +322,8 @@ def lin_section(facts: RunFacts, history: History | None, history_problem: str |
     lin = facts.checker("linearizable")
     out = Section()
     if not lin or lin.get("checked") is False:
-        out.data.update(applies=False, reason=lin.get("reason") if lin else (facts.results_problem or "no section"))
+        out.data.update(applies=False, reason=not_applicable(lin.get("reason") if lin else
+                                                             (facts.results_problem or "no section")))
         return out
     out.problems += [str(p) for p in lin.get("problems") or []]
     failures = []
@@ -391,6 +421,104 @@ def _nav(report_dir: Path, run_dir: Path, current: str) -> list[dict[str, Any]]:
     return nav
 
 
+def anomaly_groups(facts: RunFacts, index: anomalies.Index) -> tuple[dict[str, list[dict]], list[dict[str, Any]]]:
+    """The queue anomalies placed on the history (timeline.anomaly_entries) and their list's groups."""
+    queue = facts.checker("queue")
+    categories = {}
+    if queue and queue.get("checked") is not False:
+        full, _ = full_anomaly_rows(facts.path, queue)
+        categories = {c: rows for c, rows in full.items() if rows and c != "recovered"}
+    entries = timeline.anomaly_entries(index, categories)
+    counts = anomaly_counts(queue) if categories else {}
+    groups = [dict(category=c, entries=items, shown=len(items), count=counts.get(c, len(items)),
+                   title=anomalies.category_title(c, counts.get(c, len(items))),
+                   where=anomalies.WHERE.get(c, "at the operations that show it"))
+              for c, items in entries.items()]
+    return entries, groups
+
+
+def _anomaly_json(entries: dict[str, list[dict]]) -> markupsafe.Markup:
+    data = {item["anchor"]: item for items in entries.values() for item in items}
+    return markupsafe.Markup(safe_json(json.dumps(data, default=str)))
+
+
+def render_timeline(history: History | None, windows: list[dict[str, Any]], index: anomalies.Index | None,
+                    report_dir: Path, assets_dir: Path, **page: Any) -> Path:
+    """timeline.html; above DETAIL_LIMIT operations an aggregated page plus one detail page
+    per range of at most DETAIL_LIMIT operations (timeline/range-<n>.html), loaded when opened."""
+    facts: RunFacts = page["facts"]
+    dest = report_dir / "timeline.html"
+    states, problems = read_jsonl(facts.path / "cluster.jsonl")
+    page["cluster_problems"] = [p for p in problems if not p.endswith(": missing")]
+    if history is None or not len(history) or index is None:
+        return render_page("timeline.html.j2", dest, assets_dir, timeline=None, operations=0, processes=0, **page)
+    entries, groups = anomaly_groups(facts, index)
+    page.update(counterexamples=counterexamples(facts, history), operations=len(history),
+                processes=len(set(history.process)))
+    if len(history) <= DETAIL_LIMIT:
+        figure = timeline.story_figure(history, windows, states, entries)
+        return render_page("timeline.html.j2", dest, assets_dir, timeline=figure_div(figure, "timeline"),
+                           cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"],
+                           anomaly_groups=groups, anomaly_json=_anomaly_json(entries), **page)
+    ranges = []
+    for number, rows in enumerate(timeline.detail_ranges(history, DETAIL_LIMIT)):
+        part = history.subset(rows)
+        start_s, stop_s = min(part.invoke_time) / 1e9, part.end_s
+        href = f"timeline/range-{number}.html"
+        inside = timeline.entries_within(entries, start_s, stop_s)
+        figure = timeline.story_figure(part, windows, states, inside)
+        figure["layout"]["xaxis"].update(range=[start_s, stop_s], autorange=False)
+        nav = [dict(label="report", href="../index.html", current=False),
+               dict(label="timeline", href="../timeline.html", current=False)]
+        render_page("timeline.html.j2", report_dir / href, assets_dir,
+                    **{**page, "nav": nav, "operations": len(part), "processes": len(set(part.process)),
+                       "counterexamples": []},
+                    timeline=figure_div(figure, "timeline"), range_of=(start_s, stop_s),
+                    cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"],
+                    anomaly_groups=[dict(g, entries=inside[g["category"]], shown=len(inside[g["category"]]))
+                                    for g in groups if inside[g["category"]]],
+                    anomaly_json=_anomaly_json(inside))
+        ranges.append(dict(href=href, start_s=round(start_s, 2), stop_s=round(stop_s, 2), operations=len(part),
+                           anomalies=sum(len(v) for v in inside.values()),
+                           windows=[window_label(w) for w in windows
+                                    if _overlaps(w, start_s, stop_s)]))
+    for items in entries.values():
+        for item in items:
+            item["detail_href"] = next((f"{r['href']}#anomaly-{item['anchor']}" for r in ranges
+                                        if any(r["start_s"] <= op["x"] <= r["stop_s"] + 0.01 for op in item["ops"])),
+                                       None)
+    series = [s for s in facts.checker("perf").get("series") or [] if isinstance(s, dict)]
+    figure = timeline.aggregate_figure(series, windows, states, entries, history.end_s, ranges)
+    return render_page("timeline.html.j2", dest, assets_dir, timeline=figure_div(figure, "timeline"),
+                       cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"], ranges=ranges,
+                       anomaly_groups=groups, anomaly_json=_anomaly_json(entries), **page)
+
+
+def _overlaps(window: dict[str, Any], start_s: float, stop_s: float) -> bool:
+    begin, end = window.get("start_s"), window.get("stop_s")
+    if not isinstance(begin, (int, float)):
+        return False
+    return begin <= stop_s and (end if isinstance(end, (int, float)) else float("inf")) >= start_s
+
+
+def counterexamples(facts: RunFacts, history: History) -> list[dict[str, Any]]:
+    """Per non-linearizable key: the Porcupine-style lanes and the states the model could be in."""
+    out = []
+    for number, failure in enumerate(f for f in facts.checker("linearizable").get("failures") or []
+                                     if isinstance(f, dict)):
+        failing = _position_of(history, failure.get("op"))
+        if failing is None:
+            continue
+        rows = counterexample_rows(history, failure.get("key"), failing)
+        out.append(dict(key=failure.get("key"),
+                        failing_text=f"#{history.index[failing]} process {history.process[failing]} "
+                                     f"{history.f[failing]} {history.invoke_value[failing]} → {history.value[failing]}",
+                        figure=figure_div(timeline.counterexample_figure(history, rows, failing),
+                                          f"porcupine-{number}"),
+                        states=[c for c in failure.get("configs") or [] if isinstance(c, dict)]))
+    return out
+
+
 def render_run_report(run_dir: Path) -> Path:
     """Write report/index.html and report/timeline.html for one run; returns index.html."""
     facts = load_run(run_dir)
@@ -398,19 +526,16 @@ def render_run_report(run_dir: Path) -> Path:
     assets_dir = install_assets(assets_folder(run_dir))
     history, history_problem = load_history(run_dir)
     windows = _windows(facts)
+    found = anomalies.Index.build(history) if history is not None else None
     common = dict(facts=facts, generated_at=_now(), source=str(run_dir))
-    index = render_page(
+    page = render_page(
         "run.html.j2", report_dir / "index.html", assets_dir, nav=_nav(report_dir, run_dir, "report"),
         verdicts=verdict_rows(facts), config=config_items(facts), replay=replay_command(facts),
         rto=rto_section(facts), perf=perf_section(facts, history, history_problem, windows),
-        queue=queue_section(facts, report_dir), lin=lin_section(facts, history, history_problem),
+        queue=queue_section(facts, report_dir, found), lin=lin_section(facts, history, history_problem),
         nemesis=nemesis_section(facts, windows), logs=node_logs(run_dir, report_dir), stats=stats_section(facts),
         **common)
-    timeline = (figure_div(run_charts.timeline_figure(history, windows), "timeline")
-                if history is not None and len(history) else None)
-    render_page("timeline.html.j2", report_dir / "timeline.html", assets_dir,
-                nav=_nav(report_dir, run_dir, "timeline"), timeline=timeline, history_problem=history_problem,
-                operations=len(history) if history is not None else 0,
-                processes=len(set(history.process)) if history is not None else 0, **common)
-    return index
+    render_timeline(history, windows, found, report_dir, assets_dir,
+                    nav=_nav(report_dir, run_dir, "timeline"), history_problem=history_problem, **common)
+    return page
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
-from sut import admin
+from sut import admin, cluster_state
 from sut.profiles import ProfileError, RenderedProcess, get, render, serves_kv
 
 SUT_DIR = Path(__file__).resolve().parent
@@ -91,6 +91,8 @@ class Deployer(Placement):
         # Called for every node before its data is wiped and its processes start
         # (the run mounts the crash file system on data_root(node) here).
         self.prepare_node: Callable[[Node], None] | None = None
+        # Broker ids seen so far, so a SyncStateSet naming a broker that is down keeps its node.
+        self._broker_nodes: dict[tuple[str, int], str] = {}
 
     def _ref(self, proc: RenderedProcess) -> ProcessRef:
         node = self.nodes[proc.node]
@@ -196,6 +198,15 @@ class Deployer(Placement):
             preferred = [r for r in leaders if r.address in named]
             leaders = preferred or leaders
         return leaders[0].node if leaders else None
+
+    def cluster_state(self, timeout: float = 0.5) -> dict[str, Any]:
+        """The SUT's view of itself now (the dict documented in sut/cluster_state.py):
+        every process asked at once, a silent one counted as down after `timeout`."""
+        probes = [cluster_state.Probe(ref.node, ref.role, ref.name, ref.address,
+                                      str(proc.config.get("broker_name", "")))
+                  for proc, ref in zip(self.rendered, self.refs)]
+        statuses = admin.run_sync(cluster_state.gather_statuses(probes, timeout))
+        return cluster_state.summarize(probes, statuses, self._broker_nodes)
 
     def _namesrv_masters(self) -> set[str]:
         for ref in self.refs:

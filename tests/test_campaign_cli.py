@@ -2,6 +2,7 @@
 gates on a campaign whose runs are already recorded (as after a stop)."""
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -98,19 +99,30 @@ def test_every_gate_passing_exits_0(tmp_path):
     assert "gate FAIL" not in result.output and "controller-unclean" in result.output
 
 
-def test_the_live_line_shows_the_run_runs_done_faults_so_far_and_time_left(tmp_path):
+def live_text(status) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(status)
+    return console.export_text()
+
+
+def test_the_live_view_shows_a_bar_of_runs_done_time_left_verdicts_and_faults_so_far(tmp_path):
     from harness.campaign.runner import _Status
     path = tmp_path / "c.yaml"
     path.write_text(FILE)
     campaign = load_campaign(path)
     runner = CampaignRunner(campaign, plan(campaign), path, tmp_path / "store", Console(quiet=True))
     runner.faults_done = 3
-    line = _Status(runner, runner.plan.runs[1], 2).__rich__()
+    runner.state["done"] = {runner.plan.runs[0].run_id: {"status": "complete", "valid": None}}
+    text = live_text(_Status(runner, runner.plan.runs[1], 2))
     # one run of 10 + 2 s left, plus 15 s of estimated overhead, before any run finished here
-    assert line.startswith("run 2/2 controller-unclean-queue-leader-kill-r1  faults so far 3  ~0 min left")
+    assert "1/2 runs done  ~0 min left  1 complete; verdicts after the checks" in text
+    assert "━" in text  # the bar
+    assert "run 2/2 controller-unclean-queue-leader-kill-r1  faults so far 3" in text
     runner.finished_here = 1
     runner.started -= 120
-    assert "~2 min left" in _Status(runner, runner.plan.runs[1], 2).__rich__()
+    runner.state["done"][runner.plan.runs[0].run_id]["valid"] = False
+    text = live_text(_Status(runner, runner.plan.runs[1], 2))
+    assert "~2 min left" in text and "1 complete; verdicts 1 invalid" in text
 
 
 def checked_batches(tmp_path: Path, monkeypatch, batch: int) -> tuple[list[bool], list[int]]:

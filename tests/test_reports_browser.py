@@ -211,9 +211,12 @@ def test_queue_run_report_loads_without_console_errors_and_every_chart_has_point
     verdict = loaded.page.text_content("tr[data-checker=queue] .verdict")
     assert "invalid" in verdict
     lost = loaded.page.text_content("#queue-lost")
-    assert "lost: 3" in lost
-    ids = loaded.page.text_content("#queue-lost + p code.ids")
-    assert sorted(int(x) for x in ids.split(",")) == list(LOST_IDS)
+    assert "lost: 3 messages" in lost
+    ids = loaded.page.eval_on_selector_all("table[data-category=lost] tbody tr td:first-child",
+                                           "els => els.map(e => e.textContent)")
+    assert sorted(int(x) for x in ids) == list(LOST_IDS)
+    header = loaded.page.eval_on_selector_all("table[data-category=lost] th", "els => els.map(e => e.textContent)")
+    assert {"id", "queue", "offset", "sent at (s)", "acked at (s)", "node that acked"} <= set(header)
     csv_link = loaded.page.get_attribute("#queue-lost + p a[href$='.csv']", "href")
     assert loaded.page.request.get(loaded.page.url.rsplit("/", 1)[0] + "/" + csv_link).text().count("\n") == 4
     assert "truncated or garbled" in loaded.page.text_content("#history-input")
@@ -250,7 +253,7 @@ def test_timeline_draws_every_operation_in_a_lane_per_process(server, store, bro
     _, base = server
     loaded = Loaded(browser, run_url(base, store, "controller-3-queue-random-kill", "timeline.html"), "timeline")
     lanes = loaded.page.evaluate("""() => { const gd = document.getElementById('timeline');
-        const hover = gd.data.filter(t => t.customdata);
+        const hover = gd.data.filter(t => t.type === 'scattergl' && t.customdata);
         return {ops: hover.reduce((n, t) => n + t.x.length, 0), lanes: new Set(hover.flatMap(t => t.y)).size,
                 bars: gd.data.filter(t => / bars$/.test(t.name)).reduce((n, t) => n + t.error_x.array.length, 0),
                 gl: !!gd.querySelector('canvas')}; }""")
@@ -277,6 +280,23 @@ def test_invalid_register_run_shows_counterexample_lanes_with_the_failing_op(ser
     text = loaded.page.text_content(".counterexample")
     assert "could not be linearized" in text and "Final configurations" in text
     assert loaded.page.locator(".counterexample table tbody tr").count() >= 1
+
+
+def test_timeline_draws_the_counterexample_with_its_prefix_the_op_that_could_not_be_placed_and_the_states(
+        server, store, browser):
+    _, base = server
+    loaded = Loaded(browser, run_url(base, store, "import-cas-failure", "timeline.html"), "register-timeline-counterexample")
+    assert loaded.errors == []
+    run = next(store.glob("*/runs/import-cas-failure"))
+    failure = json.loads((run / "results.json").read_text())["checkers"]["linearizable"]["failures"][0]
+    named = loaded.page.text_content("#counterexample .failing-op")
+    assert named.startswith(f"#{failure['op']['index']} process {failure['op']['process']} {failure['op']['f']}")
+    roles = loaded.page.evaluate("""() => { const gd = document.querySelector('#counterexample div.chart');
+        return Object.fromEntries(gd.data.map(t => [t.name, t.customdata.map(c => c[0])])); }""")
+    assert roles["could not be linearized"] == [failure["op"]["index"]]
+    assert roles["linearizable prefix"] and max(roles["linearizable prefix"]) < failure["op"]["index"]
+    states = loaded.page.locator("#counterexample table tbody tr").count()
+    assert states == len(failure["configs"]) >= 1
 
 
 def _raw_get(base: str, path: str) -> int:

@@ -135,13 +135,25 @@ def test_every_queue_anomaly_category_is_shown_with_full_lists_to_download(tmp_p
              "duplicated": [], "problems": []}
     run = make_run(tmp_path, json.dumps(results(queue=queue)))
     html = reports.render_run(run).read_text()
-    assert 'id="queue-poll_skip">poll skip: 30' in html
+    assert 'id="queue-poll_skip">poll skip: 30 offsets' in html  # poll skips count offsets
     assert "30 poll skip" in html  # the verdict's reason
-    shown = re.search(r'id="queue-poll_skip".*?<code class="ids">(.*?)</code>', html, re.S).group(1)
-    assert shown == ", ".join(str(i) for i in range(20))
+    assert "poll skip (offsets)" in html and "lost (messages)" in html  # the counts table says what it counts
+    table = re.search(r'<table class="data anomalies" data-category="poll_skip">(.*?)</table>', html, re.S).group(1)
+    assert re.findall(r"<th scope=\"col\">(.*?)</th>", table)[:2] == ["id", "key"]
+    assert [int(cell) for cell in re.findall(r"<tr><td>(\d+)</td>", table)] == list(range(25))
+    assert "The first 25 of 30 rows" in html
+    assert "{&#34;" not in table and '{"' not in table  # cells, not JSON objects
     downloaded = json.loads((run / "report" / "downloads" / "queue-poll_skip.json").read_text())
     assert [r["id"] for r in downloaded] == list(range(30))
     assert (run / "report" / "downloads" / "queue-poll_skip.csv").read_text().count("\n") == 31
+
+
+def test_a_checker_that_does_not_apply_says_not_applicable_once(tmp_path):
+    lin = {"valid": True, "checked": False, "reason": "not applicable: the queue workload has no register"}
+    run = make_run(tmp_path, json.dumps(results(linearizable=lin)))
+    html = reports.render_run(run).read_text()
+    assert "Not applicable: the queue workload has no register" in html
+    assert "not applicable: not applicable" not in html.lower()
 
 
 def test_a_window_shorter_than_failure_detection_says_no_failover_was_exercised(tmp_path):
@@ -202,3 +214,39 @@ def test_chaos_report_prints_each_page_and_the_serve_command(tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0] == str(tmp_path / "c1" / "runs" / "r1" / "report" / "index.html")
     assert lines[-1] == f"browse: chaos serve {tmp_path}"
+
+
+def write_history_table(run: Path, operations: int, processes: int = 3) -> None:
+    """checked/history.parquet as the checkers write it: `operations` acknowledged sends."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    rows = [{"index": i, "process": i % processes, "f": "send", "key": "0", "type": "ok",
+             "invoke_time": i * 100_000_000, "complete_time": i * 100_000_000 + 5_000_000,
+             "invoke_value": json.dumps({"id": i}), "value": json.dumps({"id": i, "queue": 0, "offset": i}),
+             "node": "n1", "error": None} for i in range(operations)]
+    (run / "checked").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), run / "checked" / "history.parquet")
+
+
+def test_a_run_above_the_detail_limit_gets_aggregates_and_range_pages(tmp_path, monkeypatch):
+    from reports import run_report
+    monkeypatch.setattr(run_report, "DETAIL_LIMIT", 10)
+    series = [{"f": "send", "type": "ok", "t_s": [0, 1, 2, 3], "ops": [10, 10, 10, 5],
+               "throughput": [10, 10, 10, 5], "p50_ms": [5, 5, 5, 5], "p99_ms": [5, 5, 6, 5], "max_ms": [5, 6, 7, 5]}]
+    run = make_run(tmp_path, json.dumps(results(perf={"valid": True, "latency": [], "series": series})))
+    write_history_table(run, 35)
+    html = reports.render_run(run).read_text()
+    latency = figure(html, "latency-chart")
+    assert "35 operations: too many to draw one by one" in html
+    assert sum(len(t["x"]) for t in latency["data"]) == 3 * 4  # p50, p99, max per bucket: no per-op points
+    timeline = (run / "report" / "timeline.html").read_text()
+    links = re.findall(r'<a href="(timeline/range-\d+\.html)">', timeline)
+    assert links == [f"timeline/range-{n}.html" for n in range(4)]
+    assert figure(timeline, "timeline")["layout"]["meta"]["timeline"]["aggregated"]
+    drawn = []
+    for link in links:
+        page = (run / "report" / link).read_text()
+        ops = [t for t in figure(page, "timeline")["data"] if t["type"] == "scattergl" and t.get("customdata")]
+        drawn += [c[0] for t in ops for c in t["customdata"]]
+        assert '../timeline.html' in page and "../../assets/report.js" in page
+    assert sorted(drawn) == list(range(35))  # every operation on exactly one range page

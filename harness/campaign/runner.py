@@ -244,7 +244,9 @@ class CampaignRunner:
         self.state["done"][run.run_id] = {"status": outcome.status, "valid": None, "error": outcome.error}
         self.save()
         self.console.print(f"[{index}/{len(self.plan.runs)}] {run.run_id}: {outcome.status}"
-                           + (f" ({outcome.error})" if outcome.error else ""), highlight=False, soft_wrap=True)
+                           + (f" ({outcome.error})" if outcome.error else "")
+                           + f" · so far {self.tally()} · ~{self.eta_s(index + 1) / 60:.0f} min left",
+                           highlight=False, soft_wrap=True)
         return outcome.status
 
     def unchecked(self) -> list[Path]:
@@ -279,6 +281,7 @@ class CampaignRunner:
                         self.state["notes"].append(f"{run_dir.name}: report failed: {type(exc).__name__}: {exc}")
             self._add_timing("run_reports_s", time.monotonic() - began)
             self.save()
+            self.console.print(f"checked {start + len(batch)} of {len(pending)}: {self.tally()}", highlight=False)
 
     def _record_verdict(self, run_dir: Path, valid: Any) -> None:
         record = read_json(run_dir / "run.json")
@@ -334,6 +337,21 @@ class CampaignRunner:
         with Live(_Status(self, run, index), console=self.console, refresh_per_second=2, transient=True):
             yield
 
+    def tally(self) -> str:
+        """Runs so far by outcome, and verdicts once checked: "2 complete, 1 error; 1 invalid"."""
+        done = [d for d in self.state.get("done", {}).values() if d.get("status") != "running"]
+        statuses: dict[str, int] = {}
+        verdicts: dict[str, int] = {}
+        for entry in done:
+            statuses[entry.get("status")] = statuses.get(entry.get("status"), 0) + 1
+            valid = entry.get("valid")
+            if valid is not None:
+                name = {True: "valid", False: "invalid"}.get(valid, "unknown")
+                verdicts[name] = verdicts.get(name, 0) + 1
+        text = ", ".join(f"{n} {s}" for s, n in statuses.items()) or "none finished yet"
+        return text + ("; verdicts " + ", ".join(f"{n} {v}" for v, n in verdicts.items()) if verdicts
+                       else "; verdicts after the checks")
+
     def eta_s(self, index: int) -> float:
         """Time left: the mean wall time of this session's runs so far, times the runs left."""
         left = len(self.plan.runs) - index + 1
@@ -363,13 +381,20 @@ class _Status:
     def __init__(self, runner: CampaignRunner, run: PlannedRun, index: int) -> None:
         self.runner, self.run, self.index = runner, run, index
 
-    def __rich__(self) -> str:
+    def __rich__(self) -> Any:
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
         runner = self.runner
         current = runner.current
         faults = runner.faults_done + (_faults_started(current.run.nemesis_file) if current else 0)
         line = current.status.line() if current else ""
-        return (f"run {self.index}/{len(runner.plan.runs)} {self.run.run_id}  faults so far {faults}  "
-                f"~{runner.eta_s(self.index) / 60:.0f} min left\n{line}")
+        total = len(runner.plan.runs)
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(ProgressBar(total=total, completed=self.index - 1, width=30),
+                    f"{self.index - 1}/{total} runs done  ~{runner.eta_s(self.index) / 60:.0f} min left  "
+                    f"{runner.tally()}")
+        return Group(bar, f"run {self.index}/{total} {self.run.run_id}  faults so far {faults}", line)
 
 
 # PIDs are shared by every local node: a pidfile is trusted only if its pid runs the SUT

@@ -1,0 +1,133 @@
+"""The timeline of a real failing run in Debian's Chromium: cluster lanes and anomalies.
+
+One seeded run of the expected-unsafe controller-unclean profile on the local
+namespace cluster, with the broker master partitioned away twice (the smoke
+campaign's settings, 20 s): unclean elections lose acknowledged messages. The
+run's cluster.jsonl must show each failover as a new master with a higher
+epoch; its timeline.html must draw the master lane with a change of master
+inside a fault window, and every lost message listed beside the chart must be
+a marker on the chart that, clicked, opens that message's details.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness.run import RunLifecycle
+from harness.spec import build_spec
+from tests.test_reports_browser import SHOTS, Loaded, browser  # noqa: F401 - the Chromium fixture
+
+pytestmark = [pytest.mark.cluster, pytest.mark.root, pytest.mark.spark, pytest.mark.browser]
+
+SEED = 20241123
+# A click goes to the nearest marker; markers closer than this in one lane are clicked
+# at a finer zoom, so that each click lands on its own marker.
+PIXELS_APART = 2
+
+
+@pytest.fixture(scope="module")
+def failing_run(make_cluster, tmp_path_factory) -> Path:
+    inventory, _ = make_cluster(5)
+    spec = build_spec({"profile": "controller-unclean", "workload": "queue", "faults": ["leader-partition"],
+                       "targets": ["brokers"], "timing": "fast", "time": 20, "interval": 4, "duration": 6,
+                       "recovery": 6, "drain_timeout": 30, "rate": 40, "concurrency": 4, "seed": SEED,
+                       "inventory": inventory.source, "store": tmp_path_factory.mktemp("store")})
+    outcome = RunLifecycle(spec, Console(stderr=True, force_terminal=False), show_progress=False).execute()
+    assert outcome.status == "complete", outcome.error
+    return outcome.run.path
+
+
+def test_cluster_jsonl_shows_each_failover_with_the_new_master_and_a_higher_epoch(failing_run):
+    lines = [json.loads(line) for line in (failing_run / "cluster.jsonl").read_text().splitlines()]
+    masters = []
+    for line in lines:
+        group = line["groups"]["broker-a"]
+        if group["master"] and (not masters or masters[-1][0] != group["master"]):
+            masters.append((group["master"], group["epoch"]))
+    windows = json.loads((failing_run / "results.json").read_text())["checkers"]["rto"]["windows"]
+    assert len(masters) >= len(windows) + 1, masters  # the first master, then one per partition
+    epochs = [epoch for _, epoch in masters]
+    assert epochs == sorted(set(epochs)), masters
+    assert all(line["controller"]["leader"] or line["controller"]["members"] for line in lines)
+
+
+def test_timeline_places_master_changes_and_every_lost_message_as_a_clickable_marker(failing_run, browser):  # noqa: F811
+    results = json.loads((failing_run / "results.json").read_text())
+    assert results["checkers"]["queue"]["counts"]["lost"] > 0  # the unclean profile must lose here
+    loaded = Loaded(browser, (failing_run / "report" / "timeline.html").as_uri(), "timeline-controller-unclean")
+    page = loaded.page
+    spans = page.evaluate("""() => { const gd = document.getElementById('timeline');
+        const t = gd.data.find(t => t.name === 'master / leader');
+        return t.base.map((b, i) => ({start: b, stop: b + t.x[i], master: t.customdata[i][2], rank: t.customdata[i][3]})); }""")
+    windows = [(w["start_s"], w["stop_s"]) for w in results["checkers"]["rto"]["windows"]]
+    changes = [b for a, b in zip(spans, spans[1:]) if b["master"] and b["master"] != a["master"]]
+    assert any(start <= c["start"] <= stop for c in changes for start, stop in windows), (spans, windows)
+
+    listed = page.eval_on_selector_all("a[data-anomaly^='lost-']", "els => els.map(e => e.dataset.anomaly)")
+    markers = page.evaluate("""() => { const gd = document.getElementById('timeline');
+        const t = gd.data.find(t => t.meta && t.meta.anomaly === 'lost');
+        return t.customdata.map((c, i) => ({anchor: c[0], x: t.x[i], y: t.y[i]})); }""")
+    assert listed and sorted(listed) == sorted(m["anchor"] for m in markers)
+    # Plotly takes two clicks within doubleClickDelay for a double-click (zoom out); the test
+    # clicks far faster than a person, so that delay is turned off for it.
+    page.evaluate("() => { document.getElementById('timeline')._context.doubleClickDelay = 0; }")
+    for marker in markers[:3] + markers[-1:]:  # real mouse clicks on a few ...
+        assert mouse_click_opens(page, marker)
+    clicked = click_every_marker(page, markers)  # ... and a click event at every marker
+    assert clicked == set(listed)
+    # the list entry zooms to its marker and opens the same details
+    page.click(f"a[data-anomaly='{listed[-1]}']")
+    page.wait_for_selector(f"#anomaly-details[data-anomaly='{listed[-1]}']")
+    details = page.text_content("#anomaly-details")
+    assert "node that acked" in details and "final log at that offset" in details
+    page.screenshot(path=str(SHOTS / "timeline-lost-details.png"), full_page=False)
+    assert loaded.errors == []
+
+
+MARKER_SPOTS = """async ([lo, hi, group]) => { const gd = document.getElementById('timeline');
+    await Plotly.relayout(gd, {'xaxis.range[0]': lo, 'xaxis.range[1]': hi});
+    gd.scrollIntoView({block: 'start'});
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+    return group.map(m => ({anchor: m.anchor, x: box.left + xa._offset + xa.l2p(m.x),
+                            y: box.top + ya._offset + ya.l2p(m.y)})); }"""
+
+
+def mouse_click_opens(page, marker: dict) -> bool:
+    """Zoom to the marker, click it with the mouse: do its details open?"""
+    spot = page.evaluate(MARKER_SPOTS, [marker["x"] - 0.2, marker["x"] + 0.2, [marker]])[0]
+    page.evaluate("() => document.getElementById('anomaly-details').removeAttribute('data-anomaly')")
+    page.mouse.click(spot["x"], spot["y"])
+    page.wait_for_selector(f"#anomaly-details[data-anomaly='{marker['anchor']}']", timeout=5000)
+    return True
+
+
+def click_every_marker(page, markers: list[dict], lo: float | None = None, hi: float | None = None,
+                       depth: int = 0) -> set[str]:
+    """Send a click to the element drawn where each marker is; markers too close to a
+    neighbour at this zoom are clicked after zooming into quarters. Returns the anchors
+    whose details opened."""
+    if not markers:
+        return set()
+    lo = min(m["x"] for m in markers) - 0.05 if lo is None else lo
+    hi = max(m["x"] for m in markers) + 0.05 if hi is None else hi
+    spots = page.evaluate(MARKER_SPOTS, [lo, hi, markers])
+    crowded = {s["anchor"] for s in spots if any(t is not s and abs(t["y"] - s["y"]) < 1
+                                                 and abs(t["x"] - s["x"]) < PIXELS_APART for t in spots)}
+    if depth >= 8:
+        crowded = set()
+    opened = set(page.evaluate("""spots => spots.filter(s => {
+        const panel = document.getElementById('anomaly-details');
+        panel.removeAttribute('data-anomaly');
+        document.elementFromPoint(s.x, s.y).dispatchEvent(
+            new MouseEvent('click', {bubbles: true, clientX: s.x, clientY: s.y}));
+        return panel.getAttribute('data-anomaly') === s.anchor; }).map(s => s.anchor)""",
+        [s for s in spots if s["anchor"] not in crowded]))
+    quarter = (hi - lo) / 4
+    for k in range(4):
+        start, stop = lo + k * quarter, lo + (k + 1) * quarter
+        inside = [m for m in markers if m["anchor"] in crowded and start <= m["x"] < stop]
+        opened |= click_every_marker(page, inside, start, stop, depth + 1)
+    return opened
