@@ -211,9 +211,9 @@ class Usage(threading.Thread):
 
 def cpu_reference_s(loops: int = 10_000_000, tries: int = 3) -> float:
     """Seconds for a fixed pure-Python loop, the best of `tries`: how fast this box is
-    at the moment of measuring. The same code measured about twice as slow on one day as on
-    the day before (docs/benchmarks.md, fourteenth session), so a number of this
-    script is comparable with another only next to this one."""
+    at the moment of measuring. The box is a shared VM whose speed changes between days
+    and hours, so a number of this script is comparable with another only next to
+    this one (docs/benchmarks.md, "The machines")."""
     best = float("inf")
     for _ in range(tries):
         started, total = time.perf_counter(), 0
