@@ -16,7 +16,7 @@ import time
 import pytest
 
 import nuclei
-from controller_support import Step, read_all_message_ids, seeded_schedule, steps_for_this_run, wait_until
+from support.controller import Step, read_all_message_ids, seeded_schedule, steps_for_this_run, wait_until
 from sut import admin
 from sut.client import Producer
 from sut.deploy import Deployer

@@ -23,8 +23,8 @@ import pytest
 import faults
 import nuclei
 from conftest import require, unique_cluster_name
-from docker_support import CHAOS, chaos, engine_or_skip, leftovers
-from faults_support import PORT, make_context, proc_state, start_servers, stop_servers, views_measured
+from support.docker import CHAOS, chaos, engine_or_skip, leftovers
+from support.faults import PORT, make_context, proc_state, start_servers, stop_servers, views_measured
 from harness.spec import SpecError, build_spec
 from inventory import Pool, ProvisionError, docker
 from faults import grudge as shapes

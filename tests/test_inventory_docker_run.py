@@ -18,7 +18,7 @@ import pytest
 
 from inventory import docker
 from inventory.netns import chaos_home
-from docker_support import CHAOS, chaos, engine_or_skip, leftovers
+from support.docker import CHAOS, chaos, engine_or_skip, leftovers
 
 SHORT = os.environ.get("CHAOS_LONG") == "short"
 DURATION, INTERVAL, RECOVERY = (20, 5, 5) if SHORT else (60, 15, 15)
