@@ -80,7 +80,7 @@ _JVM_EXIT_S = 60
 
 def class_archive() -> Path:
     """Where the set-up script keeps the class-data-sharing archive of Spark's classes
-    (checkers/classes.py): with it the driver JVM maps the classes a check loads
+    (checkers/class_data_archive.py): with it the driver JVM maps the classes a check loads
     instead of loading and verifying them one by one, so the session starts sooner.
     One per pyspark version and JDK: a JVM ignores an archive another JDK
     wrote, so after a JDK upgrade the set-up script builds a new one."""

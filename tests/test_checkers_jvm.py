@@ -96,7 +96,7 @@ def _built_class_archive() -> Path:
 
     archive = class_archive()
     if not archive.is_file():
-        message = f"{archive} missing: scripts/setup.sh builds it (python -m checkers.classes)"
+        message = f"{archive} missing: scripts/setup.sh builds it (python -m checkers.class_data_archive)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -104,7 +104,7 @@ def _built_class_archive() -> Path:
 
 
 def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
-    """scripts/setup.sh builds it (python -m checkers.classes); both the quick and the
+    """scripts/setup.sh builds it (python -m checkers.class_data_archive); both the quick and the
     fully compiling JVM use it, with the throughput collector."""
     archive = _built_class_archive()
     queue_all(tmp_path)
@@ -154,7 +154,7 @@ def test_paths_with_spaces_and_quotes_reach_the_driver_jvm_as_one_option(tmp_pat
 def test_the_class_archive_is_built_from_an_interpreted_and_a_compiled_check(tmp_path, monkeypatch):
     """A tiny check loads no code-generation classes: the build checks its sample both
     ways so that larger checks find theirs in the archive too (unit level: no JVM)."""
-    from checkers import classes, pipeline, session
+    from checkers import class_data_archive, pipeline, session
 
     limits = []
 
@@ -168,7 +168,7 @@ def test_the_class_archive_is_built_from_an_interpreted_and_a_compiled_check(tmp
     monkeypatch.setattr(session, "stop", lambda: None)
     (tmp_path / "spark-4.0.0-java-11.0.1.jsa").write_bytes(b"old")   # another pyspark's and JDK's
     (tmp_path / "notes.txt").write_text("kept")
-    built = classes.build(tmp_path / "spark-4.3.0-java-17.0.15.jsa")
+    built = class_data_archive.build(tmp_path / "spark-4.3.0-java-17.0.15.jsa")
     assert built.read_bytes() == b"archive"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "spark-4.3.0-java-17.0.15.jsa"]
     assert limits == [pipeline.TINY_INPUT_BYTES, -1]  # and the limit is restored afterwards
