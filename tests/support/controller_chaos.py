@@ -49,9 +49,10 @@ def apply_schedule(cluster, plan: list[Step], log: list[str]) -> None:
         time.sleep(step.rest)
 
 
-async def workload(cluster, stop: asyncio.Event, ok: list[str], attempted: list[str]) -> None:
+async def workload(namesrv: list[str], stop: asyncio.Event, ok: list[str], attempted: list[str]) -> None:
+    """Two producers send until `stop`: every id attempted, and those acknowledged OK."""
     async def worker(w: int) -> None:
-        async with Producer(cluster.namesrv_addrs, send_timeout=2.0) as producer:
+        async with Producer(namesrv, send_timeout=2.0) as producer:
             i = 0
             while not stop.is_set():
                 result = await producer.send(TOPIC, f"w{w}-{i}".encode(), queue=i % 4)
@@ -102,7 +103,7 @@ def run_schedule(profile: str, tmp_path, seed: int) -> tuple[list[str], list[str
 
         async def drive():
             stop = asyncio.Event()
-            load = asyncio.create_task(workload(cluster, stop, ok, attempted))
+            load = asyncio.create_task(workload(cluster.namesrv_addrs, stop, ok, attempted))
             await asyncio.to_thread(apply_schedule, cluster, schedule(seed, steps_for_this_run(12)), log)
             await asyncio.sleep(1.0)
             stop.set()
