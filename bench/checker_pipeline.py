@@ -21,7 +21,7 @@ session is up (the fixed cost per check and how it scales with runs per call).
 checks after the first, which find Spark's planner and generated code
 already JIT-compiled, as every check of a campaign after its first does.
 `--standalone`: a Spark standalone master and two 1-core workers started from
-pyspark's bin/spark-class on loopback (tests/spark_standalone.py), stopped after.
+pyspark's bin/spark-class on loopback (tests/support/spark_standalone.py), stopped after.
 
 The synthetic run mimics the queue workload: 96 producers and 32 consumers
 (one queue each), ~20 000 ops/s, sends:polls = 3:1, a fault window of 10 s
@@ -211,9 +211,9 @@ class Usage(threading.Thread):
 
 def cpu_reference_s(loops: int = 10_000_000, tries: int = 3) -> float:
     """Seconds for a fixed pure-Python loop, the best of `tries`: how fast this box is
-    at the moment of measuring. The same code measured about twice as slow on one day as on
-    the day before (docs/benchmarks.md, fourteenth session), so a number of this
-    script is comparable with another only next to this one."""
+    at the moment of measuring. The box is a shared VM whose speed changes between days
+    and hours, so a number of this script is comparable with another only next to
+    this one (docs/benchmarks.md, "The machines")."""
     best = float("inf")
     for _ in range(tries):
         started, total = time.perf_counter(), 0
@@ -313,7 +313,7 @@ def main() -> None:
         return
     if args.standalone:
         sys.path.insert(0, str(ROOT / "tests"))
-        from spark_standalone import StandaloneCluster
+        from support.spark_standalone import StandaloneCluster
 
         (args.data / "standalone").mkdir(parents=True, exist_ok=True)
         with StandaloneCluster(args.data / "standalone", workers=2, cores=1, memory="2g") as cluster:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/controller_chaos_soak.py                 # seed 190, 20 runs, 12 steps
     .venv/bin/python bench/controller_chaos_soak.py --runs 5 --seed 7
 
-Each run is tests/test_controller_chaos.py's schedule on `controller-3` with real
+Each run is tests/test_controller_chaos.py's schedule (tests/support/controller_chaos.py) on `controller-3` with real
 processes on loopback (kills and suspends of masters, brokers and controllers
 while two producers send), then the same checks: every acknowledged message is
 read back, nothing read was never sent, and the group is whole again (one
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from test_controller_chaos import run_schedule  # noqa: E402
+from support.controller_chaos import run_schedule  # noqa: E402
 
 
 def one_run(seed: int, index: int) -> tuple[bool, float | None, str]:

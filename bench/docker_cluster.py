@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from inventory import docker  # noqa: E402
+from inventory import docker, docker_image  # noqa: E402
 
 
 def seconds(action) -> float:
@@ -33,9 +33,9 @@ def seconds(action) -> float:
 
 def bench_image(client, cold: bool) -> None:
     if cold:
-        docker.remove_images(client)
-        print(f"image cold   {seconds(lambda: docker.build_image(client)):7.1f} s (debootstrap + import)")
-    print(f"image cached {seconds(lambda: docker.build_image(client)):7.3f} s")
+        docker_image.remove_images(client)
+        print(f"image cold   {seconds(lambda: docker_image.build_image(client)):7.1f} s (debootstrap + import)")
+    print(f"image cached {seconds(lambda: docker_image.build_image(client)):7.3f} s")
 
 
 def bench_cluster(size: int, rounds: int, home: Path) -> None:

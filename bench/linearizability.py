@@ -19,7 +19,7 @@ Prints numbers for docs/benchmarks.md:
     .venv/bin/python bench/linearizability.py            # everything (~15 min)
     .venv/bin/python bench/linearizability.py --quick    # smaller grid (~3 min)
     .venv/bin/python bench/linearizability.py --no-growth  # sections 1 and 2 (~1 min)
-    .venv/bin/python bench/linearizability.py --issue16  # sections 4-6 (~15 min)
+    .venv/bin/python bench/linearizability.py --adversarial-and-batch  # sections 4-6 (~15 min)
     .venv/bin/python bench/linearizability.py --quick --adversarial-only kv,log  # section 4
 
 Times are wall seconds; "cpu" is the engine threads' CPU time, which a
@@ -280,8 +280,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="warm passes over the test set")
     parser.add_argument("--no-growth", action="store_true", help="sections 1 and 2 only")
     parser.add_argument("--growth-only", help="only section 3, for these models (comma list)")
-    parser.add_argument("--issue16", action="store_true",
-                        help="only sections 4-6 (adversarial, Porcupine-shaped kv, batch)")
+    parser.add_argument("--adversarial-and-batch", action="store_true",
+                        help="only sections 4-6 (batch, Porcupine-shaped kv, adversarial)")
     parser.add_argument("--adversarial-only", metavar="MODELS",
                         help="only section 4, for these models (comma list), 10 s caps")
     parser.add_argument("--cold-child", help=argparse.SUPPRESS)
@@ -292,7 +292,7 @@ def main() -> None:
     if args.adversarial_only:
         section_adversarial(args.quick, args.adversarial_only.split(","), limit=10)
         return
-    if args.issue16:
+    if args.adversarial_and_batch:
         section_batch()
         section_porcupine_kv(3 if args.quick else 5)
         section_adversarial(args.quick)

@@ -57,9 +57,8 @@ LOCAL_CONF: dict[str, str] = {
 
 # A check of a small input spends its time planning queries and compiling their
 # code, each of it run once or a few times, not in hot loops: a driver JVM that
-# compiles with C1 only starts and warms up sooner (session start plus the first
-# 1,000-event check 17.3 s instead of 22.3 s, docs/benchmarks.md). check_runs
-# starts its own session so for a small input; C2 pays off from the third or
+# compiles with C1 only starts and warms up sooner (docs/spark.md, "The driver
+# JVM"). check_runs starts its own session so for a small input; C2 pays off from the third or
 # fourth check of a session on, so a session started for more checks than
 # QUICK_SESSION_CHECKS (a campaign of many batches) is left to compile fully. A
 # large check spends its time in a few hot loops, which C2 makes twice as fast, so
@@ -68,13 +67,12 @@ LOCAL_CONF: dict[str, str] = {
 # is not set (--conf it, to anything, to opt out).
 QUICK_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 # A session that will run at most this many checks starts quick too: a campaign
-# whose runs are checked in one or two batches (the smoke campaign's 6 runs: session
-# start and check 24 s instead of 36 s, docs/benchmarks.md, fourteenth session).
+# whose runs are checked in one or two batches pays for C2's compiling and gets
+# nothing back, since C2 overtakes C1 only from the third check of a session on.
 QUICK_SESSION_CHECKS = 2
 # The throughput collector, not G1 (the JVM's default): a check allocates fast and
 # keeps little, and on few cores G1's write barriers and concurrent marking compete
-# with the tasks. The 10 M-event check: 105-112 s instead of 114-126 s, interleaved,
-# and 0.3 GiB less at its peak (docs/benchmarks.md, twelfth session).
+# with the tasks; the collector's pauses are also shorter in total.
 THROUGHPUT_GC_JAVA_OPTIONS = "-XX:+UseParallelGC"
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 _JVM_EXIT_S = 60
@@ -82,9 +80,9 @@ _JVM_EXIT_S = 60
 
 def class_archive() -> Path:
     """Where the set-up script keeps the class-data-sharing archive of Spark's classes
-    (checkers/classes.py): with it the driver JVM maps the classes a check loads
-    instead of loading and verifying them one by one (session start 2.8 s instead of
-    4.3 s). One per pyspark version and JDK: a JVM ignores an archive another JDK
+    (checkers/class_data_archive.py): with it the driver JVM maps the classes a check loads
+    instead of loading and verifying them one by one, so the session starts sooner.
+    One per pyspark version and JDK: a JVM ignores an archive another JDK
     wrote, so after a JDK upgrade the set-up script builds a new one."""
     import pyspark
 
@@ -154,10 +152,9 @@ SMALL_INPUT_CONF: dict[str, str] = {
 # Tiny inputs (checkers.pipeline.TINY_INPUT_BYTES, ~25,000 events) also run
 # without generated code: Spark's operators and expressions are interpreted
 # instead of compiled by Janino, whose compiling (and its many class lookups on
-# the jars' class path) costs more than such an input's rows. A 1,000-event
-# check on a warm session takes 3.1 s instead of 4.0-4.6 s; from about 6 MiB up
-# it makes no difference, and a 42 MiB input is up to 1.5x slower
-# (docs/benchmarks.md). `factoryMode` is an internal Spark setting (stable since
+# the jars' class path) costs more than such an input's rows. Well above the
+# limit interpreting is slower than compiling (docs/spark.md, "Measurements").
+# `factoryMode` is an internal Spark setting (stable since
 # Spark 2.4): without it projections and orderings would still be compiled.
 TINY_INPUT_CONF: dict[str, str] = {
     "spark.sql.codegen.wholeStage": "false",

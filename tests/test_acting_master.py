@@ -9,10 +9,11 @@ import json
 import signal
 import time
 
-from controller_support import eventually, free_ports, wait_until
+from support.controller import eventually, send_many, wait_until
+from support.ports import free_ports
 from sut import admin
 from sut.broker import PERM_READ, PERM_WRITE
-from sut.client import Consumer, Producer, TopicRoute
+from sut.client import Consumer, TopicRoute
 from sut.local import LocalCluster
 from sut.namesrv import LiveBroker, NameServer, NameServerConfig, RouteTable
 from sut.outcome import Outcome
@@ -39,15 +40,6 @@ def route_ids(c: LocalCluster) -> dict[str, str]:
     return route(c)["brokers"][0]["addrs"]
 
 
-def send(c: LocalCluster, count: int, prefix: str) -> list[str]:
-    async def go():
-        async with Producer(c.namesrv_addrs, send_timeout=3.0) as producer:
-            results = [await producer.send(TOPIC, f"{prefix}-{i}".encode(), queue=i % 4)
-                       for i in range(count)]
-        return [r.msg_id for r in results if r.outcome == Outcome.OK]
-    return asyncio.run(go())
-
-
 async def consume(consumer: Consumer, want: int, timeout: float = 20.0) -> list[str]:
     """Poll until `want` messages arrived (or the time is up); commit after each batch."""
     got: list[str] = []
@@ -70,7 +62,7 @@ def test_without_its_master_the_smallest_slave_serves_read_only_and_keeps_the_of
     with cluster(tmp_path) as c:
         c.start_all(timeout=60)
         master, acting, other = (c.address(f"broker-a-{i}") for i in range(3))
-        sent = send(c, 40, "before")
+        sent = send_many(c, 40, "before", timeout=3.0)
         assert len(sent) == 40
 
         async def first_half():
@@ -91,7 +83,7 @@ def test_without_its_master_the_smallest_slave_serves_read_only_and_keeps_the_of
         assert route(c)["queues"][0]["perm"] & 2 == 0, "an acting master must be read-only"
         wait_until(lambda: admin.run_sync(admin.process_status(acting))["acting_master"], 10,
                    "the slave to learn it acts as master")
-        assert send(c, 2, "no-master") == []  # no writable queue: producers fail over or fail
+        assert send_many(c, 2, "no-master", timeout=3.0) == []  # no writable queue: producers fail over or fail
 
         async def rest():
             async with Consumer(c.namesrv_addrs, GROUP) as consumer:
@@ -120,7 +112,7 @@ def test_without_its_master_the_smallest_slave_serves_read_only_and_keeps_the_of
         wait_until(lambda: not admin.run_sync(admin.process_status(acting))["acting_master"], 10,
                    "the slave to stop acting")
 
-        later = send(c, 4, "after")
+        later = send_many(c, 4, "after", timeout=3.0)
         assert len(later) == 4
 
         async def resume():

@@ -8,8 +8,7 @@ from workloads.base import WorkloadOptions
 from workloads.log import LogWorkload
 from workloads.queue import QueueWorkload
 
-from test_workloads_history import check_process_rules
-from test_workloads_sut import endpoints_of, run_workload
+from support.workloads import check_process_rules, endpoints_of, run_on_sut
 
 
 def audited(events, queue):
@@ -20,7 +19,7 @@ def test_the_audit_reads_every_queue_to_its_end_and_finds_every_acknowledged_mes
     with LocalCluster("single-broker", tmp_path / "cluster") as cluster:
         cluster.start_all()
         workload = QueueWorkload(WorkloadOptions(concurrency=3, queues=2, topic="audit"))
-        events, _ = run_workload(workload, endpoints_of(cluster), tmp_path, duration=2, rate=60)
+        events, _ = run_on_sut(workload, endpoints_of(cluster), tmp_path, duration=2, rate=60)
     check_process_rules(events, 3)
     acked = {ev["value"]["id"] for ev in events if ev["f"] == "send" and ev["type"] == "ok"}
     for queue in (0, 1):
@@ -36,7 +35,7 @@ def test_the_log_workload_audit_records_offsets_and_values(tmp_path):
     with LocalCluster("single-broker", tmp_path / "cluster") as cluster:
         cluster.start_all()
         workload = LogWorkload(WorkloadOptions(concurrency=3, queues=2, topic="auditlog"))
-        events, _ = run_workload(workload, endpoints_of(cluster), tmp_path, duration=2, rate=60)
+        events, _ = run_on_sut(workload, endpoints_of(cluster), tmp_path, duration=2, rate=60)
     appended = {(ev["key"], ev["value"]["offset"]): ev["value"]["value"]
                 for ev in events if ev["f"] == "append" and ev["type"] == "ok"}
     found = {(item["queue"], item["offset"]): item["value"]

@@ -21,7 +21,7 @@ from workloads.base import Completion, WorkloadOptions
 from workloads.log import LogWorkload
 from workloads.queue import QueueWorkload
 
-from test_dledger_group import BROKERS, TOPIC, _send_many, _status, _wait_master
+from support.sut import DLEDGER_BROKERS, TOPIC, send_through_failover, status_of, wait_dledger_master
 
 
 def pull(cluster: LocalCluster, name: str, queue: int, offset: int):
@@ -32,11 +32,11 @@ def pull(cluster: LocalCluster, name: str, queue: int, offset: int):
 def test_a_follower_restarted_apart_from_its_group_answers_an_acknowledged_offset_with_nothing(tmp_path):
     with LocalCluster("dledger-3", tmp_path, timing="fast") as cluster:
         cluster.start_all(timeout=60)
-        master = _wait_master(cluster)
-        follower, other = [n for n in BROKERS if n != master]
-        assert len(asyncio.run(_send_many(cluster, 4, "early"))) == 4
+        master = wait_dledger_master(cluster)
+        follower, other = [n for n in DLEDGER_BROKERS if n != master]
+        assert len(asyncio.run(send_through_failover(cluster, 4, "early"))) == 4
         cluster.kill(follower)
-        acked = asyncio.run(_send_many(cluster, 8, "late"))   # acknowledged by the other two
+        acked = asyncio.run(send_through_failover(cluster, 8, "late"))   # acknowledged by the other two
         assert len(acked) == 8
         for name in (master, other):
             cluster.send_signal(name, signal.SIGSTOP)
@@ -47,10 +47,10 @@ def test_a_follower_restarted_apart_from_its_group_answers_an_acknowledged_offse
         finally:
             for name in (master, other):
                 cluster.send_signal(name, signal.SIGCONT)
-        leader = _wait_master(cluster)
+        leader = wait_dledger_master(cluster)
         fresh = pull(cluster, leader, 0, 1)
         assert fresh.fields["count"] == 1 and fresh.fields["master"] is True
-        wait_until(lambda: (s := _status(cluster, follower)) and s["ha_role"] == "slave", 30,
+        wait_until(lambda: (s := status_of(cluster, follower)) and s["ha_role"] == "slave", 30,
                    what="the follower to rejoin as a slave")
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from harness.campaign import load_campaign, plan
 from harness.campaign.runner import CampaignRunner
 from harness.cli import cli
-from tests.campaign_support import results
+from support.stores import results
 
 FILE = """\
 name: gated

@@ -23,7 +23,8 @@ import yaml
 
 from nuclei import net
 from tests.conftest import finish, require
-from tests.test_reports_browser import Loaded, browser, free_port  # noqa: F401 - browser is a fixture
+from support.browser import Loaded, browser  # noqa: F401 - browser is a fixture
+from support.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 CHAOS = str(Path(sys.executable).parent / "chaos")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from harness.campaign.gates import evaluate, families
 from harness.campaign.model import Gates
 from reports.campaign import RunRow
-from tests.campaign_support import PROFILES
+from support.stores import PROFILES
 
 
 def row(profile: str, fault: str = "leader-kill", valid=True, lost=0, rto=(1.0,), status="complete", error=None,

@@ -5,7 +5,7 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from reports.campaign import render_trend, trend_rows
-from tests.campaign_support import make_campaign, results
+from support.stores import make_campaign, results
 
 FAILED = [{"name": "no-lost-on-safe", "title": "no loss", "ok": False, "detail": "2 lost"}]
 PASSED = [{"name": "no-lost-on-safe", "title": "no loss", "ok": True, "detail": "ok"}]

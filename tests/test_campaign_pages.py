@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from reports.campaign import render_campaign, render_trend
-from tests.campaign_support import make_campaign, results
+from support.stores import make_campaign, results
 
 FAST, SLOW = [2.9, 3.1, 3.0, 3.2, 2.8], [11.0, 12.5, 11.8, 12.1, 13.0]
 

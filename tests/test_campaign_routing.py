@@ -7,7 +7,7 @@ import asyncio
 from harness.spec import build_spec
 from sut.client import Producer
 from sut.protocol import ResponseCode as RC
-from tests.test_sut_client import TOPIC, StubCluster
+from support.sut import TOPIC, StubCluster
 from workloads.clients import BrokerClient, Endpoints
 
 

@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import require
-from spark_standalone import StandaloneCluster, java_available
-from test_checkers_pipeline import SCENARIOS
+from support.checker_runs import SCENARIOS
+from support.spark_standalone import StandaloneCluster, java_available
 
 from checkers.pipeline import RESULTS_FILE, find_runs
 from checkers.session import session_conf

@@ -5,71 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 
-from controller_support import eventually, free_ports
+from support.controller import GROUP, Group, eventually, heartbeat_fields, register
 from sut.controller.client import ControllerClient, ControllerUnavailable
-from sut.controller.server import Controller, ControllerSettings, decode_ids
+from sut.controller.server import decode_ids
 from sut.protocol import RequestCode as Q
 from sut.protocol import ResponseCode as RC
 from sut.protocol import RpcClient
-
-GROUP = "broker-a"
-
-
-class Group:
-    def __init__(self, tmp_path, n: int = 3, **overrides) -> None:
-        ports = free_ports(2 * n)
-        self.ports = {f"c{i}": (ports[i], ports[n + i]) for i in range(n)}
-        self.settings = ControllerSettings(
-            controller_addrs=[f"127.0.0.1:{ports[i]}" for i in range(n)],
-            raft_addrs=[f"127.0.0.1:{ports[n + i]}" for i in range(n)],
-            **{"raft_timing": "test", **overrides})
-        self.tmp_path = tmp_path
-        self.controllers: dict[str, Controller] = {}
-
-    async def start(self, cid: str) -> Controller:
-        port, raft_port = self.ports[cid]
-        controller = Controller(self.settings, "127.0.0.1", port, raft_port,
-                                str(self.tmp_path / cid))
-        await controller.start()
-        self.controllers[cid] = controller
-        return controller
-
-    async def start_all(self) -> None:
-        for cid in self.ports:
-            await self.start(cid)
-
-    async def stop(self, cid: str) -> None:
-        await self.controllers.pop(cid).stop()
-
-    async def stop_all(self) -> None:
-        for cid in list(self.controllers):
-            await self.stop(cid)
-
-    def leader(self) -> Controller | None:
-        ready = [c for c in self.controllers.values() if c.raft.is_ready]
-        return ready[0] if len(ready) == 1 else None
-
-    def client(self, **kwargs) -> ControllerClient:
-        return ControllerClient(self.settings.controller_addrs, timeout=5.0, **kwargs)
-
-
-async def register(client: ControllerClient, broker_id: int) -> None:
-    address = f"127.0.0.1:{20000 + broker_id}"
-    reply = await client.call(Q.CONTROLLER_GET_NEXT_BROKER_ID, {"cluster": "c", "broker_name": GROUP})
-    assert reply.fields["next_broker_id"] == broker_id
-    reply = await client.call(Q.CONTROLLER_APPLY_BROKER_ID, {
-        "cluster": "c", "broker_name": GROUP, "broker_id": broker_id, "address": address,
-        "check_code": f"{address};1"})
-    assert reply.code == RC.SUCCESS, reply.fields
-    reply = await client.call(Q.CONTROLLER_REGISTER_BROKER, {
-        "cluster": "c", "broker_name": GROUP, "broker_id": broker_id, "address": address})
-    assert reply.code == RC.SUCCESS, reply.fields
-
-
-def heartbeat_fields(broker_id: int, **extra) -> dict:
-    return {"cluster": "c", "broker_name": GROUP, "broker_id": broker_id,
-            "address": f"127.0.0.1:{20000 + broker_id}", **extra}
-
 
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 90))

@@ -16,12 +16,11 @@ import time
 import pytest
 
 import nuclei
-from controller_support import Step, read_all_message_ids, seeded_schedule, steps_for_this_run, wait_until
+from support.controller import Step, read_all_message_ids, seeded_schedule, steps_for_this_run, wait_until
+from support.controller_chaos import workload
 from sut import admin
-from sut.client import Producer
 from sut.deploy import Deployer
 
-TOPIC = "chaos"
 FAULTS = ("partition-master", "partition-node", "kill-master", "kill-broker", "kill-controller")
 
 
@@ -77,20 +76,6 @@ class Chaos:
                 nuclei.restart(self.pool, self.journal, entry, start=self.deployer.start_process,
                                proc=ref)
         return restart
-
-
-async def workload(namesrv: list[str], stop: asyncio.Event, ok: list[str],
-                   attempted: list[str]) -> None:
-    async def worker(w: int) -> None:
-        async with Producer(namesrv, send_timeout=2.0) as producer:
-            i = 0
-            while not stop.is_set():
-                result = await producer.send(TOPIC, f"w{w}-{i}".encode(), queue=i % 4)
-                attempted.extend(result.msg_ids)
-                if result.outcome.value == "ok":
-                    ok.append(result.msg_id)
-                i += 1
-    await asyncio.gather(worker(0), worker(1))
 
 
 def broker_statuses(deployer: Deployer) -> list[dict | None]:

@@ -11,81 +11,18 @@ import sys
 
 import pytest
 
-from controller_support import read_all_message_ids, wait_until
+from support.controller import (QUEUES, TOPIC, brokers, controller_cluster, current_master, ha, raw_send,
+                                read_all_message_ids, send_many, wait_until)
+from support.sut import status_of
 from sut import admin
-from sut.client import Producer
 from sut.local import LocalCluster
 from sut.message import decode_payload, iter_records
-from sut.profiles import BROKER_BASE, CONTROLLER_HA, NAMESRV, Peers, ProcessSpec, Profile, get
+from sut.profiles import BROKER_BASE, CONTROLLER_HA, NAMESRV, Peers, ProcessSpec, Profile
 from sut.protocol import RequestCode, ResponseCode
-
-TOPIC = "chaos"
-QUEUES = 4
-
-
-def broker_ha(**extra) -> dict:
-    """Broker `ha` overrides for tests: generous waits, fast reactions."""
-    return {"ha": {"slave_timeout_ms": 3000, "heartbeat_timeout_ms": 3000,
-                   "ha_max_time_slave_not_catchup_ms": 3000, "ha_heartbeat_interval_ms": 500,
-                   "ha_housekeeping_ms": 5000, "controller_timeout_ms": 3000, **extra}}
-
-
-def controller_cluster(profile, tmp_path, brokers: dict[str, dict] | None = None,
-                       **ha) -> LocalCluster:
-    """A loopback cluster of `profile` with the test overrides on every broker."""
-    names = [p.name for p in (profile if isinstance(profile, Profile) else get(profile)).processes]
-    overrides = {n: broker_ha(**ha) for n in names if n.startswith("broker")}
-    for name, extra in (brokers or {}).items():
-        overrides[name]["ha"].update(extra)
-    return LocalCluster(profile, tmp_path / "cluster", timing="fast", overrides=overrides)
 
 
 def run(coro):
     return asyncio.run(coro)
-
-
-def status(c: LocalCluster, name: str, tries: int = 3) -> dict | None:
-    """PROCESS_STATUS of a running process (None if it is not running or never answers;
-    a loaded machine may delay one answer, so a live process gets a few tries)."""
-    for _ in range(tries):
-        if c.popen.get(name) is None or c.popen[name].poll() is not None:
-            return None
-        got = run(admin.process_status(c.address(name), timeout=2.0))
-        if got is not None:
-            return got
-    return None
-
-
-def brokers(c: LocalCluster) -> list[str]:
-    return [n for n, p in c.processes.items() if p.role == "broker"]
-
-
-def current_master(c: LocalCluster, exclude: str | None = None) -> str | None:
-    for name in brokers(c):
-        st = status(c, name) if name != exclude else None
-        if st and st.get("ready") and st.get("ha_role") == "master":
-            return name
-    return None
-
-
-def send_many(c: LocalCluster, count: int, prefix: str, timeout: float = 5.0) -> list[str]:
-    """Send `count` messages through the client; return the ids acknowledged SEND_OK."""
-    async def go():
-        ok = []
-        async with Producer(c.namesrv_addrs, send_timeout=timeout) as producer:
-            for i in range(count):
-                result = await producer.send(TOPIC, f"{prefix}-{i}".encode(), queue=i % QUEUES)
-                if result.outcome.value == "ok":
-                    ok.append(result.msg_id)
-        return ok
-    return run(go())
-
-
-def raw_send(addr: str, msg_id: str, timeout: float = 8.0) -> int:
-    """One SEND_MESSAGE straight to a broker; the response code."""
-    reply = run(admin.call(addr, RequestCode.SEND_MESSAGE,
-                           {"topic": TOPIC, "queue_id": 0, "msg_id": msg_id}, b"x", timeout=timeout))
-    return reply.code
 
 
 def pull_fields(addr: str, queue: int = 0) -> dict:
@@ -113,10 +50,6 @@ def read_broker(addr: str) -> list[str]:
 
 
 
-def ha(st: dict) -> dict:
-    return st["ha"]
-
-
 def controller_reply(c: LocalCluster, name: str, code: int, fields: dict):
     return run(admin.call(c.address(name), code, fields, timeout=3.0))
 
@@ -124,7 +57,7 @@ def controller_reply(c: LocalCluster, name: str, code: int, fields: dict):
 def active_controller(c: LocalCluster) -> str | None:
     for name, proc in c.processes.items():
         if proc.role == "controller":
-            st = status(c, name)
+            st = status_of(c, name)
             if st and st.get("is_leader"):
                 return name
     return None
@@ -136,12 +69,12 @@ def test_master_kill_elects_an_sss_member_at_the_next_epoch_and_the_old_master_r
         acked = send_many(c, 24, "before")
         assert len(acked) == 24
         old = wait_until(lambda: (m := current_master(c)) and
-                         ha(status(c, m))["sync_state_set"] == [1, 2, 3] and m, 30,
+                         ha(status_of(c, m))["sync_state_set"] == [1, 2, 3] and m, 30,
                          "the master's SyncStateSet to hold all three brokers")
-        before = ha(status(c, old))
+        before = ha(status_of(c, old))
         c.kill(old, signal.SIGKILL)
         new = wait_until(lambda: current_master(c, exclude=old), 30, "a new master")
-        after = ha(status(c, new))
+        after = ha(status_of(c, new))
         assert after["master_epoch"] == before["master_epoch"] + 1
         assert after["controller_broker_id"] in before["sync_state_set"]
         acked += send_many(c, 12, "after-master-kill")
@@ -162,8 +95,8 @@ def test_master_kill_elects_an_sss_member_at_the_next_epoch_and_the_old_master_r
 
         # the old master comes back as a slave and ends with exactly the master's log
         c.start(old)
-        wait_until(lambda: (s := status(c, old)) and s["ready"] and s["ha_role"] == "slave"
-                   and s["max_offset"] == status(c, new)["max_offset"], 30,
+        wait_until(lambda: (s := status_of(c, old)) and s["ready"] and s["ha_role"] == "slave"
+                   and s["max_offset"] == status_of(c, new)["max_offset"], 30,
                    "the old master to rejoin as a slave and catch up")
         assert set(acked) <= set(read_all_message_ids(c.namesrv_addrs))
         assert sorted(read_broker(c.address(old))) == sorted(read_broker(c.address(new)))
@@ -174,12 +107,12 @@ def test_old_master_truncates_its_unreplicated_tail_to_the_consistent_point(tmp_
         c.start_all(timeout=60)
         acked = send_many(c, 10, "replicated")
         master = wait_until(lambda: (m := current_master(c)) and
-                            ha(status(c, m))["sync_state_set"] == [1, 2] and m, 30,
+                            ha(status_of(c, m))["sync_state_set"] == [1, 2] and m, 30,
                             "both brokers in the SyncStateSet")
         slave = next(b for b in brokers(c) if b != master)
-        wait_until(lambda: status(c, slave)["max_offset"] == status(c, master)["max_offset"], 20,
+        wait_until(lambda: status_of(c, slave)["max_offset"] == status_of(c, master)["max_offset"], 20,
                    "the slave to catch up")
-        replicated_end = status(c, slave)["max_offset"]
+        replicated_end = status_of(c, slave)["max_offset"]
         # Without controllers the master cannot drop the dead slave from the SSS, so
         # what it appends now is on the master only (and never acknowledged).
         controllers = [n for n, p in c.processes.items() if p.role == "controller"]
@@ -189,7 +122,7 @@ def test_old_master_truncates_its_unreplicated_tail_to_the_consistent_point(tmp_
         lost = [f"unreplicated-{i}" for i in range(3)]
         for msg_id in lost:
             assert raw_send(c.address(master), msg_id) == ResponseCode.FLUSH_SLAVE_TIMEOUT
-        st = status(c, master)
+        st = status_of(c, master)
         assert st["confirm_offset"] == replicated_end < st["max_offset"]
         # A pull then says the master's log is not all confirmed: "nothing more" from it
         # is not the end of the log (the durability audit waits for a confirmed answer).
@@ -200,17 +133,17 @@ def test_old_master_truncates_its_unreplicated_tail_to_the_consistent_point(tmp_
             c.start(name)
         c.start(slave)  # the only live SSS member: it is elected
         wait_until(lambda: current_master(c) == slave, 30, "the slave to take over")
-        epoch = ha(status(c, slave))["master_epoch"]
-        assert epoch == 2 and ha(status(c, slave))["epochs"][-1] == [epoch, replicated_end]
+        epoch = ha(status_of(c, slave))["master_epoch"]
+        assert epoch == 2 and ha(status_of(c, slave))["epochs"][-1] == [epoch, replicated_end]
         acked += send_many(c, 8, "new-epoch")
         assert len(acked) == 18
         c.start(master)
-        wait_until(lambda: (s := status(c, master)) and s["ha_role"] == "slave"
-                   and s["max_offset"] == status(c, slave)["max_offset"], 30,
+        wait_until(lambda: (s := status_of(c, master)) and s["ha_role"] == "slave"
+                   and s["max_offset"] == status_of(c, slave)["max_offset"], 30,
                    "the old master to rejoin and catch up")
-        link = ha(status(c, master))["slave_link"]
+        link = ha(status_of(c, master))["slave_link"]
         assert link["truncations"] and link["truncations"][0][1] == replicated_end
-        assert ha(status(c, master))["epochs"] == ha(status(c, slave))["epochs"]
+        assert ha(status_of(c, master))["epochs"] == ha(status_of(c, slave))["epochs"]
         old_view, new_view = read_broker(c.address(master)), read_broker(c.address(slave))
         assert sorted(old_view) == sorted(new_view)
         assert set(acked) <= set(new_view)
@@ -224,30 +157,30 @@ def test_all_ack_with_a_stopped_slave_times_out_and_holds_the_confirm_offset_unt
         c.start_all(timeout=60)
         send_many(c, 4, "warmup")
         master = wait_until(lambda: (m := current_master(c)) and
-                            ha(status(c, m))["sync_state_set"] == [1, 2] and m, 30, "SSS {1,2}")
+                            ha(status_of(c, m))["sync_state_set"] == [1, 2] and m, 30, "SSS {1,2}")
         slave = next(b for b in brokers(c) if b != master)
         addr = c.address(master)
-        wait_until(lambda: status(c, master)["confirm_offset"] == status(c, master)["max_offset"],
+        wait_until(lambda: status_of(c, master)["confirm_offset"] == status_of(c, master)["max_offset"],
                    10, "the confirm offset to reach the log end")
-        confirm = status(c, master)["confirm_offset"]
+        confirm = status_of(c, master)["confirm_offset"]
         visible = run(admin.call(addr, RequestCode.QUERY_MAX_OFFSET,
                                  {"topic": TOPIC, "queue_id": 0})).fields["offset"]
         c.send_signal(slave, signal.SIGSTOP)
         try:
             assert raw_send(addr, "stuck-1") == ResponseCode.FLUSH_SLAVE_TIMEOUT
-            st = status(c, master)
+            st = status_of(c, master)
             assert st["confirm_offset"] == confirm < st["max_offset"]
             assert run(admin.call(addr, RequestCode.QUERY_MAX_OFFSET,
                                   {"topic": TOPIC, "queue_id": 0})).fields["offset"] == visible
-            wait_until(lambda: ha(status(c, master))["sync_state_set"] == [
-                ha(status(c, master))["controller_broker_id"]], 30, "the SSS to shrink")
+            wait_until(lambda: ha(status_of(c, master))["sync_state_set"] == [
+                ha(status_of(c, master))["controller_broker_id"]], 30, "the SSS to shrink")
             assert raw_send(addr, "after-shrink") == ResponseCode.SUCCESS
-            assert status(c, master)["confirm_offset"] == status(c, master)["max_offset"]
+            assert status_of(c, master)["confirm_offset"] == status_of(c, master)["max_offset"]
             assert run(admin.call(addr, RequestCode.QUERY_MAX_OFFSET,
                                   {"topic": TOPIC, "queue_id": 0})).fields["offset"] == visible + 2
         finally:
             c.send_signal(slave, signal.SIGCONT)
-        wait_until(lambda: ha(status(c, master))["sync_state_set"] == [1, 2], 30,
+        wait_until(lambda: ha(status_of(c, master))["sync_state_set"] == [1, 2], 30,
                    "the slave to catch up and rejoin the SSS")
 
 
@@ -255,14 +188,14 @@ def test_replication_continues_with_every_controller_down(tmp_path):
     with controller_cluster("controller-3", tmp_path) as c:
         c.start_all(timeout=60)
         master = wait_until(lambda: (m := current_master(c)) and
-                            ha(status(c, m))["sync_state_set"] == [1, 2, 3] and m, 30, "full SSS")
+                            ha(status_of(c, m))["sync_state_set"] == [1, 2, 3] and m, 30, "full SSS")
         for name in [n for n, p in c.processes.items() if p.role == "controller"]:
             c.kill(name, signal.SIGKILL)
         acked = send_many(c, 20, "no-controllers")
         assert len(acked) == 20
-        end = status(c, master)["max_offset"]
+        end = status_of(c, master)["max_offset"]
         for name in brokers(c):
-            wait_until(lambda name=name: status(c, name)["max_offset"] == end, 20,
+            wait_until(lambda name=name: status_of(c, name)["max_offset"] == end, 20,
                        f"{name} to replicate without controllers")
         assert set(acked) <= set(read_broker(c.address(master)))
 
@@ -271,8 +204,8 @@ def test_broker_is_fenced_until_it_registers_and_keeps_its_id_across_restarts(tm
     with controller_cluster("controller-2", tmp_path) as c:
         c.start("namesrv")
         c.start("broker-a-0")
-        wait_until(lambda: status(c, "broker-a-0") is not None, 30, "the broker to listen")
-        assert not status(c, "broker-a-0")["ready"]
+        wait_until(lambda: status_of(c, "broker-a-0") is not None, 30, "the broker to listen")
+        assert not status_of(c, "broker-a-0")["ready"]
         assert raw_send(c.address("broker-a-0"), "fenced", timeout=3) == \
             ResponseCode.SERVICE_NOT_AVAILABLE
         for name in ("controller-0", "controller-1", "controller-2"):
@@ -281,8 +214,8 @@ def test_broker_is_fenced_until_it_registers_and_keeps_its_id_across_restarts(tm
         identity = json.loads((c.data_dir("broker-a-0") / "broker_identity.json").read_text())
         c.stop("broker-a-0")
         c.start("broker-a-0")
-        wait_until(lambda: (s := status(c, "broker-a-0")) and s["ready"], 30, "the restart")
-        assert ha(status(c, "broker-a-0"))["controller_broker_id"] == identity["broker_id"]
+        wait_until(lambda: (s := status_of(c, "broker-a-0")) and s["ready"], 30, "the restart")
+        assert ha(status_of(c, "broker-a-0"))["controller_broker_id"] == identity["broker_id"]
         assert not (c.data_dir("broker-a-0") / "broker_identity.pending.json").exists()
 
 
@@ -296,15 +229,15 @@ def test_a_learner_replicates_but_never_joins_the_sync_state_set(tmp_path):
         c.start("broker-a-2")  # joins late: a new broker that must catch up
         c.wait_ready(["broker-a-1", "broker-a-2"], timeout=60)
         acked = send_many(c, 16, "learner")
-        end = status(c, "broker-a-0")["max_offset"]
-        wait_until(lambda: status(c, "broker-a-2")["max_offset"] == end, 30, "the learner to catch up")
-        learner_id = ha(status(c, "broker-a-2"))["controller_broker_id"]
-        other_id = ha(status(c, "broker-a-1"))["controller_broker_id"]
-        wait_until(lambda: ha(status(c, "broker-a-0"))["sync_state_set"] == [1, other_id], 30,
+        end = status_of(c, "broker-a-0")["max_offset"]
+        wait_until(lambda: status_of(c, "broker-a-2")["max_offset"] == end, 30, "the learner to catch up")
+        learner_id = ha(status_of(c, "broker-a-2"))["controller_broker_id"]
+        other_id = ha(status_of(c, "broker-a-1"))["controller_broker_id"]
+        wait_until(lambda: ha(status_of(c, "broker-a-0"))["sync_state_set"] == [1, other_id], 30,
                    "the other slave to join the SSS")
         send_many(c, 4, "more")
-        assert learner_id not in ha(status(c, "broker-a-0"))["sync_state_set"]
-        assert ha(status(c, "broker-a-2"))["learner"]
+        assert learner_id not in ha(status_of(c, "broker-a-0"))["sync_state_set"]
+        assert ha(status_of(c, "broker-a-2"))["learner"]
         assert set(acked) <= set(read_broker(c.address("broker-a-2")))
 
 

@@ -15,17 +15,15 @@ import json
 import signal
 from typing import Any, Awaitable, Callable
 
-from controller_support import eventually, read_all_message_ids, wait_until
+from support.controller import (GROUP, Group, broker_ha, brokers, current_master, eventually, ha, heartbeat_fields,
+                                raw_send, read_all_message_ids, register, wait_until)
+from support.controller_chaos import whole
+from support.sut import status_of
 from sut import admin
 from sut.controller.server import Controller
 from sut.local import LocalCluster
 from sut.protocol import RequestCode as Q
 from sut.protocol import ResponseCode as RC
-from test_controller_chaos import whole
-from test_controller_cluster import GROUP, Group, heartbeat_fields, register
-from test_controller_processes import (
-    broker_ha, brokers, current_master, ha, raw_send, status,
-)
 
 # Elections only after 6 s of silence: the followers can be away for a few seconds
 # without a new term, so the active controller's uncertain entries commit later.
@@ -153,7 +151,7 @@ def race_cluster(tmp_path) -> LocalCluster:
 
 def controller_roles(c: LocalCluster) -> tuple[str, list[str]]:
     names = [n for n, p in c.processes.items() if p.role == "controller"]
-    leader = wait_until(lambda: next((n for n in names if (s := status(c, n))
+    leader = wait_until(lambda: next((n for n in names if (s := status_of(c, n))
                                       and s.get("is_leader")), None), 30, "an active controller")
     return leader, [n for n in names if n != leader]
 
@@ -168,10 +166,10 @@ def test_a_master_whose_sss_expansion_timed_out_acks_only_what_every_member_of_t
         wait_until(lambda: whole(c), 60, "the group to be whole")
         master = current_master(c)
         x, y = [b for b in brokers(c) if b != master]
-        x_id, y_id = (status(c, b)["ha"]["controller_broker_id"] for b in (x, y))
+        x_id, y_id = (status_of(c, b)["ha"]["controller_broker_id"] for b in (x, y))
         c.send_signal(x, signal.SIGSTOP)
-        wait_until(lambda: x_id not in ha(status(c, master))["sync_state_set"]
-                   and ha(status(c, master))["pending_sss"] is None, 30, "the SSS to drop X")
+        wait_until(lambda: x_id not in ha(status_of(c, master))["sync_state_set"]
+                   and ha(status_of(c, master))["pending_sss"] is None, 30, "the SSS to drop X")
         _, followers = controller_roles(c)
         for name in followers:
             c.send_signal(name, signal.SIGSTOP)
@@ -179,9 +177,9 @@ def test_a_master_whose_sss_expansion_timed_out_acks_only_what_every_member_of_t
         try:
             c.send_signal(x, signal.SIGCONT)
             # X catches up; the master proposes it; the commit times out: X counts anyway
-            wait_until(lambda: x_id in (ha(status(c, master))["pending_sss"] or []), 20,
+            wait_until(lambda: x_id in (ha(status_of(c, master))["pending_sss"] or []), 20,
                        "the master to count X while its expansion is uncertain")
-            assert x_id not in ha(status(c, master))["sync_state_set"]
+            assert x_id not in ha(status_of(c, master))["sync_state_set"]
             c.send_signal(x, signal.SIGSTOP)
             for i in range(3):
                 if raw_send(c.address(master), f"during-{i}") == RC.SUCCESS:
@@ -203,7 +201,7 @@ def test_a_master_whose_sss_expansion_timed_out_acks_only_what_every_member_of_t
         try:
             wait_until(lambda: current_master(c) == x, 60, "X to be elected")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}: X is {status(c, x)}") from None
+            raise AssertionError(f"{exc}: X is {status_of(c, x)}") from None
         read = set(read_all_message_ids(c.namesrv_addrs))
         assert not set(acked) - read, f"acked while X was in the union but lost: {acked}"
 

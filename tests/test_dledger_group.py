@@ -16,9 +16,8 @@ from sut.local import LocalCluster, wait_until
 from sut.message import decode_payload, iter_records
 from sut.outcome import Outcome
 from sut.protocol import RequestCode
+from support.sut import DLEDGER_BROKERS, TOPIC, send_through_failover, status_of, wait_dledger_master
 
-BROKERS = ["broker-a-0", "broker-a-1", "broker-a-2"]
-TOPIC = "chaos"
 # Fast timing: heartbeat 200 ms, election after > 600 ms; acks wait 2.5 s (the default).
 
 
@@ -27,32 +26,6 @@ def cluster(tmp_path):
     with LocalCluster("dledger-3", tmp_path, timing="fast") as c:
         c.start_all(timeout=60)
         yield c
-
-
-def _status(cluster: LocalCluster, name: str) -> dict | None:
-    return admin.run_sync(admin.process_status(cluster.address(name), timeout=2.0))
-
-
-def _master(cluster: LocalCluster, candidates=BROKERS) -> str | None:
-    masters = [n for n in candidates if (s := _status(cluster, n)) and s["ha_role"] == "master"]
-    return masters[0] if len(masters) == 1 else None
-
-
-def _wait_master(cluster: LocalCluster, candidates=BROKERS, timeout: float = 30) -> str:
-    return wait_until(lambda: _master(cluster, candidates), timeout, what="one DLedger master")
-
-
-async def _send_many(cluster: LocalCluster, count: int, prefix: str, timeout: float = 8.0) -> list[str]:
-    """Send `count` messages one after another; return the bodies acknowledged OK."""
-    acked = []
-    async with Producer(cluster.namesrv_addrs, send_timeout=timeout, retries=10,
-                        route_refresh_interval=0.5) as producer:
-        for i in range(count):
-            body = f"{prefix}-{i}"
-            result = await producer.send(TOPIC, body.encode(), queue=i % 4)
-            if result.outcome == Outcome.OK:
-                acked.append(body)
-    return acked
 
 
 async def _read_all(addr: str) -> list[str]:
@@ -71,8 +44,8 @@ async def _read_all(addr: str) -> list[str]:
 
 
 def test_dledger_group_elects_a_master_registered_with_the_nameserver(cluster):
-    master = _wait_master(cluster)
-    acked = asyncio.run(_send_many(cluster, 20, "hello"))
+    master = wait_dledger_master(cluster)
+    acked = asyncio.run(send_through_failover(cluster, 20, "hello"))
     assert len(acked) == 20
 
     async def check():
@@ -87,31 +60,31 @@ def test_dledger_group_elects_a_master_registered_with_the_nameserver(cluster):
 
     asyncio.run(check())
     # every slave applies the same committed entries, in the same queue order
-    for name in BROKERS:
+    for name in DLEDGER_BROKERS:
         wait_until(lambda: sorted(asyncio.run(_read_all(cluster.address(name)))) == sorted(acked), 20,
                    what=f"{name} to apply every committed message")
 
 
 def test_kill_9_of_the_master_moves_it_and_loses_no_acknowledged_message(cluster):
-    old = _wait_master(cluster)
-    acked = asyncio.run(_send_many(cluster, 10, "before"))
+    old = wait_dledger_master(cluster)
+    acked = asyncio.run(send_through_failover(cluster, 10, "before"))
     cluster.kill(old)
-    rest = [n for n in BROKERS if n != old]
-    new = _wait_master(cluster, rest)
-    acked += asyncio.run(_send_many(cluster, 10, "after"))
+    rest = [n for n in DLEDGER_BROKERS if n != old]
+    new = wait_dledger_master(cluster, rest)
+    acked += asyncio.run(send_through_failover(cluster, 10, "after"))
     assert len(acked) >= 19  # the send in flight at the kill may be indeterminate
     wait_until(lambda: set(acked) <= set(asyncio.run(_read_all(cluster.address(new)))), 20,
                what="the new master to serve every acknowledged message")
     cluster.restart(old, timeout=60)  # comes back as a slave and rebuilds its store from the Raft log
-    wait_until(lambda: (s := _status(cluster, old)) and s["ha_role"] == "slave", 30, what="old master as slave")
+    wait_until(lambda: (s := status_of(cluster, old)) and s["ha_role"] == "slave", 30, what="old master as slave")
     wait_until(lambda: asyncio.run(_read_all(cluster.address(old))) == asyncio.run(_read_all(cluster.address(new))),
                30, what="the old master to hold exactly the new master's messages")
 
 
 def test_without_quorum_sends_are_indeterminate_and_never_visible(cluster):
-    master = _wait_master(cluster)
-    acked = asyncio.run(_send_many(cluster, 5, "ok"))
-    for name in BROKERS:
+    master = wait_dledger_master(cluster)
+    acked = asyncio.run(send_through_failover(cluster, 5, "ok"))
+    for name in DLEDGER_BROKERS:
         if name != master:
             cluster.kill(name)
 
@@ -126,10 +99,10 @@ def test_without_quorum_sends_are_indeterminate_and_never_visible(cluster):
 
 
 def test_kv_store_is_served_on_the_broker_ports(cluster):
-    _wait_master(cluster)
+    wait_dledger_master(cluster)
 
     async def scenario():
-        kv = KvClient([cluster.address(n) for n in BROKERS])
+        kv = KvClient([cluster.address(n) for n in DLEDGER_BROKERS])
         await kv.write("k", 1)
         await kv.cas("k", 1, 2)
         assert await kv.read("k") == 2

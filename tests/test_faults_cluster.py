@@ -15,7 +15,7 @@ import faults
 import nuclei
 from faults import grudge as shapes
 from faults.schedule import FaultSpec, ScheduleSpec, plan
-from faults_support import (chain_is_gone, make_context, proc_state, read_events, server_proc, start_servers,
+from support.faults import (chain_is_gone, make_context, proc_state, read_events, server_proc, start_servers,
                             stop_servers, views_measured)
 
 pytestmark = pytest.mark.cluster

@@ -12,7 +12,7 @@ import pytest
 
 import nuclei
 from harness.cli import EXIT_ERROR
-from faults_support import chain_is_gone, proc_state, reachability, start_servers, stop_servers, wait_until
+from support.faults import chain_is_gone, proc_state, reachability, start_servers, stop_servers, wait_until
 
 CHAOS = str(Path(sys.executable).parent / "chaos")
 TESTS = Path(__file__).parent
@@ -25,7 +25,7 @@ import sys, threading
 from pathlib import Path
 import faults, inventory
 from faults.schedule import FaultSpec, ScheduledEvent
-from faults_support import make_context, server_proc
+from support.faults import make_context, server_proc
 
 run_dir = Path(sys.argv[1])
 inv = inventory.load(sys.argv[2])

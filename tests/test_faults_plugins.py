@@ -17,7 +17,7 @@ import pytest
 import faults
 from faults import registry
 from faults.schedule import FaultSpec, ScheduleSpec, plan
-from faults_support import chain_is_gone, make_context, reachability, read_events
+from support.faults import chain_is_gone, make_context, reachability, read_events
 
 DOCS = Path(__file__).parent.parent / "docs" / "nemeses.md"
 CHAOS = str(Path(sys.executable).parent / "chaos")
@@ -92,7 +92,7 @@ def test_chaos_faults_lists_builtins_and_the_installed_plugin(plugin_site) -> No
 
 @pytest.mark.cluster
 def test_the_plugin_nemesis_runs_on_a_cluster_and_is_healed(plugin_loaded, netns_cluster, tmp_path) -> None:
-    from faults_support import start_servers, stop_servers
+    from support.faults import start_servers, stop_servers
 
     inventory, pool = netns_cluster
     assert faults.validate(["link-cut"], inventory.names) == [FaultSpec("link-cut", {})]

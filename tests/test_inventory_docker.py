@@ -23,10 +23,10 @@ import pytest
 import faults
 import nuclei
 from conftest import require, unique_cluster_name
-from docker_support import CHAOS, chaos, engine_or_skip, leftovers
-from faults_support import PORT, make_context, proc_state, start_servers, stop_servers, views_measured
+from support.docker import CHAOS, chaos, engine_or_skip, leftovers
+from support.faults import PORT, make_context, proc_state, start_servers, stop_servers, views_measured
 from harness.spec import SpecError, build_spec
-from inventory import Pool, ProvisionError, docker
+from inventory import Pool, ProvisionError, docker, docker_image
 from faults import grudge as shapes
 
 
@@ -47,9 +47,9 @@ def test_a_subnet_outside_the_provider_range_is_refused_with_the_range():
 
 
 def test_the_image_tag_changes_with_its_source_and_not_otherwise():
-    assert docker.image_tag(docker.DEBOOTSTRAP) == docker.image_tag(docker.DEBOOTSTRAP)
-    assert docker.image_tag(docker.DEBOOTSTRAP) != docker.image_tag("debian:bookworm")
-    assert docker.image_tag("x").startswith(f"{docker.IMAGE_REPOSITORY}:")
+    assert docker_image.image_tag(docker_image.DEBOOTSTRAP) == docker_image.image_tag(docker_image.DEBOOTSTRAP)
+    assert docker_image.image_tag(docker_image.DEBOOTSTRAP) != docker_image.image_tag("debian:bookworm")
+    assert docker_image.image_tag("x").startswith(f"{docker_image.IMAGE_REPOSITORY}:")
 
 
 def test_a_socket_without_permission_is_told_apart_from_a_missing_engine():
@@ -75,7 +75,7 @@ def test_mounts_a_stopped_debootstrap_left_in_its_target_are_unmounted(tmp_path)
     inner.mkdir(parents=True)
     subprocess.run(["mount", "-t", "tmpfs", "none", str(inner)], check=True)
     try:
-        docker.unmount_below(tmp_path / "rootfs")
+        docker_image.unmount_below(tmp_path / "rootfs")
         assert str(inner) not in Path("/proc/mounts").read_text()
     finally:
         subprocess.run(["umount", "-l", str(inner)], capture_output=True)
@@ -164,9 +164,9 @@ def test_chaos_nodes_finds_a_docker_cluster_by_name_and_reaches_every_container(
 
 def test_a_second_up_reuses_the_cached_image(cluster):
     client, _, _ = cluster
-    tag = docker.image_tag(docker.DEBOOTSTRAP)
+    tag = docker_image.image_tag(docker_image.DEBOOTSTRAP)
     created = client.images.get(tag).attrs["Created"]
-    assert docker.build_image(client) == tag
+    assert docker_image.build_image(client) == tag
     assert client.images.get(tag).attrs["Created"] == created
 
 
@@ -196,7 +196,7 @@ def test_an_image_build_that_fails_names_the_step_and_leaves_nothing(cluster, ho
     assert not any(docker.owned(client, home, name).values())
     from docker.errors import ImageNotFound
     with pytest.raises(ImageNotFound):
-        client.images.get(docker.image_tag(broken))
+        client.images.get(docker_image.image_tag(broken))
 
 
 def _image_without_a_shell(client) -> str:
@@ -325,8 +325,8 @@ def test_a_cluster_can_be_built_on_a_local_base_image_without_any_download(clust
     """--image IMAGE: a Dockerfile on top of an image the user has; ours already has every
     package, so apt never runs (no network) and the derived image starts working nodes."""
     client, _, _ = cluster
-    base = docker.image_tag(docker.DEBOOTSTRAP)
-    derived = docker.build_image(client, base)
+    base = docker_image.image_tag(docker_image.DEBOOTSTRAP)
+    derived = docker_image.build_image(client, base)
     name = unique_cluster_name("d")
     try:
         assert derived != base and client.images.get(derived).labels[docker.LABEL_ROLE] == "image"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from inventory import docker
+from inventory import docker, docker_image
 from inventory.netns import chaos_home
-from docker_support import CHAOS, chaos, engine_or_skip, leftovers
+from support.docker import CHAOS, chaos, engine_or_skip, leftovers
 
 SHORT = os.environ.get("CHAOS_LONG") == "short"
 DURATION, INTERVAL, RECOVERY = (20, 5, 5) if SHORT else (60, 15, 15)
@@ -135,11 +135,11 @@ def test_down_with_image_removes_the_node_images_and_the_package_cache():
     """Last in the docker tests: it removes the cached image (and the .deb cache of this
     CHAOS_HOME, where the other tests built it) that the others use."""
     client = engine_or_skip()
-    docker.build_image(client)  # cached unless this test runs alone
-    (docker.build_dir() / "debs").mkdir(parents=True, exist_ok=True)
+    docker_image.build_image(client)  # cached unless this test runs alone
+    (docker_image.build_dir() / "debs").mkdir(parents=True, exist_ok=True)
     result = chaos("down", "--provider", "docker", "--image", home=chaos_home())
     assert result.returncode == 0, result.stderr
-    assert f"image {docker.image_tag(docker.DEBOOTSTRAP)}: removed" in result.stdout
-    assert f"build cache {docker.build_dir()}: removed" in result.stdout
+    assert f"image {docker_image.image_tag(docker_image.DEBOOTSTRAP)}: removed" in result.stdout
+    assert f"build cache {docker_image.build_dir()}: removed" in result.stdout
     assert not client.images.list(filters={"label": f"{docker.LABEL_ROLE}=image"})
-    assert not docker.build_dir().exists()
+    assert not docker_image.build_dir().exists()

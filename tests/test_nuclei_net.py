@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import nuclei
-from faults_support import chain_is_gone, reachability, start_servers, stop_servers
+from support.faults import chain_is_gone, reachability, start_servers, stop_servers
 
 pytestmark = pytest.mark.cluster
 

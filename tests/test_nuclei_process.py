@@ -6,7 +6,7 @@ import json
 import pytest
 
 import nuclei
-from faults_support import proc_state, server_proc, start_proc, stop_servers, wait_until
+from support.faults import proc_state, server_proc, start_proc, stop_servers, wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -23,17 +23,15 @@ from pathlib import Path
 
 import pytest
 
+from support.browser import Loaded, browser  # noqa: F401 - browser is a fixture
+from support.ports import free_port
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parent.parent
 CHAOS = [str(Path(sys.executable).parent / "chaos")]
-CHROMIUM = Path("/usr/bin/chromium")
 BAD_EDN = REPO.parent / "shared" / "testdata" / "knossos" / "cas-register" / "bad" / "cas-failure.edn"
 if not BAD_EDN.exists():
     BAD_EDN = Path("/work/shared/testdata/knossos/cas-register/bad/cas-failure.edn")
-SHOTS = REPO / "build" / "test-output" / "reports"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 XSS = "<script>window.__xss = 1</script>"
 XSS_NODE = "<img src=x onerror=\"window.__xss = 2\">"
 LOST_IDS = (7, 13, 21)
@@ -121,12 +119,6 @@ def store() -> Path:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(store: Path):
     port = free_port()
@@ -144,41 +136,6 @@ def server(store: Path):
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    require(CHROMIUM.exists(), f"{CHROMIUM} missing: `apt-get install chromium` (scripts/setup.sh does)")
-    from playwright.sync_api import sync_playwright
-    profile = tempfile.mkdtemp(prefix="chaos-chromium-")
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1300, "height": 900})
-        yield context
-        context.close()
-    shutil.rmtree(profile, ignore_errors=True)
-
-
-class Loaded:
-    """A page opened in Chromium with its console errors collected."""
-
-    def __init__(self, context, url: str, shot: str) -> None:
-        self.errors: list[str] = []
-        self.page = context.new_page()
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-        response = self.page.goto(url)
-        assert response is not None and response.status == 200, url
-        self.page.wait_for_selector("body[data-charts-rendered]", timeout=60_000)
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(SHOTS / f"{shot}.png"), full_page=True)
-
-    def chart_points(self) -> dict[str, int]:
-        """Per chart div: the number of data points plotly holds after drawing it."""
-        return self.page.evaluate("""() => Object.fromEntries(
-            Array.from(document.querySelectorAll('div.chart')).map(gd => [gd.id,
-              (gd.data || []).reduce((n, t) => n + ((t.x || t.y || []).filter(v => v !== null).length), 0)]))""")
 
 
 def run_url(base: str, store: Path, name: str, page: str = "index.html") -> str:

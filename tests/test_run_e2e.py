@@ -169,8 +169,7 @@ def test_an_exported_history_imported_again_is_checked_with_the_same_verdict(tmp
 
     from harness.cli import cli
     from harness.edn import dumps_history
-    from test_workloads_history import run_workload
-    from test_workloads_models import Registers
+    from support.workloads import Registers, run_workload
     from workloads.base import WorkloadOptions
     from workloads.register import RegisterWorkload
 

@@ -7,7 +7,7 @@ import os
 import signal
 from pathlib import Path
 
-from sut_support import TOPIC, counts, drain, send_many, status, sut_cluster  # noqa: F401
+from support.sut import TOPIC, counts, drain, send_many, status, sut_cluster  # noqa: F401
 
 from sut.client import Consumer, Outcome, Producer
 from sut.local import wait_until

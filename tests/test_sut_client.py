@@ -2,18 +2,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 import signal
 
 import pytest
-from sut_support import TOPIC, sut_cluster  # noqa: F401
 
 from sut.client import Outcome, Producer
 from sut.outcome import SEND_OUTCOMES, classify_error, classify_status, combine
-from sut.protocol import (
-    RequestCode, ResponseCode, RpcConnectionError, RpcServer, RpcTimeout,
-)
+from sut.protocol import ResponseCode, RpcConnectionError, RpcTimeout
+from support.sut import TOPIC, StubCluster, sut_cluster  # noqa: F401
 
 RC = ResponseCode
 EXPECTED = {
@@ -55,48 +51,6 @@ def test_only_an_unsent_request_is_a_definite_failure():
 def test_attempts_combine_to_ok_then_indeterminate_then_fail():
     F, I, K = Outcome.FAIL, Outcome.INDETERMINATE, Outcome.OK
     assert combine([F, I, K]) == K and combine([F, I, F]) == I and combine([F, F]) == F
-
-
-class StubCluster:
-    """A nameserver and a broker as in-process RpcServers answering from a script.
-
-    `script` is a list of actions for successive sends: a ResponseCode to answer
-    with, or "drop" to close the connection without answering.
-    """
-
-    def __init__(self, script: list) -> None:
-        self.script = list(script)
-        self.sends: list[str] = []
-        self.route_calls = 0
-
-    async def start(self) -> None:
-        log = logging.getLogger("stub")
-        self.broker = RpcServer("127.0.0.1", 0, self._broker, log)
-        self.namesrv = RpcServer("127.0.0.1", 0, self._namesrv, log)
-        await self.broker.start()
-        await self.namesrv.start()
-        self.broker_addr = f"127.0.0.1:{self.broker._server.sockets[0].getsockname()[1]}"
-        self.namesrv_addr = f"127.0.0.1:{self.namesrv._server.sockets[0].getsockname()[1]}"
-
-    async def stop(self) -> None:
-        await self.broker.close()
-        await self.namesrv.close()
-
-    async def _namesrv(self, cmd, conn):
-        self.route_calls += 1
-        route = {"topic": TOPIC, "queues": [{"broker_name": "b", "read_queues": 1, "write_queues": 1,
-                                             "perm": 6}],
-                 "brokers": [{"broker_name": "b", "cluster": "c", "addrs": {"0": self.broker_addr}}]}
-        return cmd.reply(RC.SUCCESS, {}, json.dumps(route).encode())
-
-    async def _broker(self, cmd, conn):
-        assert cmd.code == RequestCode.SEND_MESSAGE
-        self.sends.append(cmd.fields["msg_id"])
-        action = self.script.pop(0) if self.script else RC.SUCCESS
-        if action == "drop":
-            conn.close()
-            return None
-        return cmd.reply(action, {"queue_offset": len(self.sends)})
 
 
 def _send_through(script: list, retries: int = 2):

@@ -6,16 +6,12 @@ import posixpath
 
 import pytest
 
-from sut import admin
 from sut.client import Consumer, Outcome, Producer
 from sut.deploy import Deployer
 from sut.local import wait_until
+from support.sut import status
 
 pytestmark = pytest.mark.cluster
-
-
-def _status(addr: str) -> dict:
-    return admin.run_sync(admin.process_status(addr)) or {}
 
 
 async def _send(namesrv: list[str], body: bytes):
@@ -44,21 +40,21 @@ def test_master_and_slave_deployed_over_ssh_survive_a_slave_kill(netns_cluster, 
         master, slave = (next(r for r in deployer.processes(n.name) if r.role == "broker")
                          for n in (master_node, slave_node))
         assert master.data_dir.startswith(master_node.workdir)
-        wait_until(lambda: _status(master.address).get("ha", {}).get("slaves"), 30, what="slave connected")
+        wait_until(lambda: status(master.address).get("ha", {}).get("slaves"), 30, what="slave connected")
 
         first = asyncio.run(_send(namesrv, b"before the kill"))
         assert first.outcome == Outcome.OK, first
 
         pid = int(pool.read_file(slave_node.name, slave.pidfile).decode())
         pool.run(slave_node.name, ["kill", "-9", str(pid)])
-        wait_until(lambda: not _status(master.address).get("ha", {}).get("slaves"), 30,
+        wait_until(lambda: not status(master.address).get("ha", {}).get("slaves"), 30,
                    what="master noticed the dead slave")
         alone = asyncio.run(_send(namesrv, b"while the slave is dead"))
         assert alone.outcome == Outcome.INDETERMINATE and alone.status == "SLAVE_NOT_AVAILABLE"
 
         deployer.start_process(slave)
         deployer.wait_healthy(60)
-        wait_until(lambda: _status(slave.address).get("max_offset") == _status(master.address)["max_offset"],
+        wait_until(lambda: status(slave.address).get("max_offset") == status(master.address)["max_offset"],
                    30, what="restarted slave caught up")
         assert asyncio.run(_read_from_slave(namesrv)) == [b"before the kill", b"while the slave is dead"]
         assert asyncio.run(_send(namesrv, b"after the restart")).outcome == Outcome.OK

@@ -8,7 +8,7 @@ import random
 import struct
 import time
 
-from sut_support import TOPIC, status, sut_cluster  # noqa: F401
+from support.sut import TOPIC, status, sut_cluster  # noqa: F401
 
 from sut.client import Consumer, Outcome, Producer
 from sut.protocol import FLAG_ONEWAY, FLAG_RESPONSE, MAX_FRAME_BYTES, Command, RequestCode, encode

@@ -10,16 +10,13 @@ import random
 
 import pytest
 
-from controller_support import wait_until
+from support.controller import TOPIC, brokers, controller_cluster, current_master, send_many, wait_until
 from sut import admin
 from sut.broker_metadata import MetadataVersion, merge_document, metadata_document, parse_document
 from sut.client import Consumer
 from sut.outcome import Outcome
 from sut.protocol import RequestCode
 from sut.store.metadata import ConsumerOffsets, TopicTable
-from test_controller_processes import (
-    TOPIC, brokers, controller_cluster, current_master, send_many,
-)
 
 LOG = logging.getLogger("test")
 GROUP = "replicated"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from sut_support import TOPIC, counts, drain, send_many, status, sut_cluster, wait_slave_connected  # noqa: F401
+from support.sut import TOPIC, counts, drain, send_many, status, sut_cluster, wait_slave_connected  # noqa: F401
 
 from sut.client import Consumer, Outcome, Producer
 from sut.local import wait_until

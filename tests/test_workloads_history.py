@@ -8,106 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import defaultdict
 
 import pytest
 
 from workloads.base import Completion, WorkloadOptions
-from workloads.generator import GeneratorSpec, plan
 from workloads.history import (Clock, EventLog, ProcessRuleError, WorkerHistory, read_events,
                                read_history, worker_file)
 from workloads.log import LogWorkload
 from workloads.queue import QueueWorkload
 from workloads.register import RegisterWorkload
-from workloads.runner import WorkloadRun
 
-
-class MemoryBroker:
-    """An in-memory topic: send appends, pull reads; `send_outcomes` scripts failures."""
-
-    def __init__(self) -> None:
-        self.queues: dict[int, list[bytes]] = defaultdict(list)
-        self.commits: dict[int, int] = {}
-        self.sends = 0
-        self.send_outcome = lambda n: "ok"
-
-    def client(self):
-        broker = self
-
-        class Client:
-            closed = False
-
-            async def create_topic(self, queues):
-                return None
-
-            async def send(self, queue, body, shard):
-                broker.sends += 1
-                outcome = broker.send_outcome(broker.sends)
-                if outcome == "hang":
-                    await asyncio.sleep(3600)
-                if outcome == "raise":
-                    raise RuntimeError("socket exploded")
-                if outcome in ("ok", "info-applied"):
-                    broker.queues[queue].append(body)
-                if outcome == "ok":
-                    return Completion("ok", len(broker.queues[queue]) - 1, "n1")
-                if outcome == "info-applied":
-                    return Completion("info", None, "n1", "FLUSH_SLAVE_TIMEOUT")
-                return Completion("fail", None, "n1", "SERVICE_NOT_AVAILABLE")
-
-            async def pull(self, queue, offset, max_count):
-                data = broker.queues[queue][offset:offset + max_count]
-                return Completion("ok", ([(offset + i, b) for i, b in enumerate(data)], offset + len(data), True), "n1")
-
-            async def commit(self, queue, offset):
-                broker.commits[queue] = offset
-
-            async def close(self):
-                self.closed = True
-
-        return Client()
-
-
-def check_process_rules(events, concurrency):
-    """Every invoke is followed by exactly one completion of the same process; info retires it."""
-    by_worker = defaultdict(list)
-    for ev in events:
-        by_worker[ev["process"] % concurrency].append(ev)
-    for worker, evs in by_worker.items():
-        pending = None
-        retired = set()
-        for ev in evs:
-            assert ev["process"] not in retired, f"retired process {ev['process']} used again"
-            if ev["type"] == "invoke":
-                assert pending is None, f"worker {worker}: two invokes in a row"
-                pending = ev
-            else:
-                assert pending is not None and pending["process"] == ev["process"]
-                assert (pending["f"], pending["key"]) == (ev["f"], ev["key"])
-                assert ev["time"] >= pending["time"]
-                pending = None
-                if ev["type"] == "info":
-                    retired.add(ev["process"])
-        assert pending is None
-
-
-async def run_workload(workload, broker, tmp_path, duration=1.0, rate=200.0, final=True):
-    clock = Clock()
-    ops = plan(GeneratorSpec(seed=1, rate=rate, concurrency=workload.options.concurrency,
-                             duration=duration), workload)
-
-    async def connect():
-        return broker.client()
-
-    run = WorkloadRun(workload, connect, tmp_path / "history", clock)
-    try:
-        await run.setup()
-        await run.main_phase(ops, duration)
-        if final:
-            await run.final_phase()
-    finally:
-        await run.close()
-    return run
+from support.workloads import MemoryBroker, check_process_rules, run_workload
 
 
 def test_events_have_every_schema_field(tmp_path):

@@ -13,12 +13,12 @@ import pytest
 from checkers.knossos import analysis
 from checkers.knossos.edn import load_history, without_audit
 from checkers.ops import LINEARIZABILITY_MODELS
-from workloads.base import Completion, WorkloadOptions
+from workloads.base import WorkloadOptions
 from workloads.history import read_history
 from workloads.log import LogWorkload
 from workloads.register import RegisterWorkload
 
-from test_workloads_history import MemoryBroker, run_workload
+from support.workloads import MemoryBroker, Registers, run_workload
 
 pytestmark = pytest.mark.jvm
 
@@ -58,36 +58,6 @@ def test_log_histories_of_a_correct_store_are_linearizable(tmp_path):
 def test_a_store_that_loses_acknowledged_appends_is_caught(tmp_path):
     result = analysis(LINEARIZABILITY_MODELS["log"], log_history(ForgetfulBroker(), tmp_path), time_limit=60)
     assert result["valid"] is False
-
-
-class Registers:
-    """An in-memory KV; `stale` makes every read answer the value before the last write."""
-
-    def __init__(self, stale: bool = False) -> None:
-        self.data: dict[str, int] = {}
-        self.previous: dict[str, int] = {}
-        self.stale = stale
-
-    def client(self):
-        kv = self
-
-        class Client:
-            async def read(self, key):
-                return Completion("ok", (kv.previous if kv.stale else kv.data).get(key), "n1")
-
-            async def write(self, key, value):
-                kv.previous[key] = kv.data.get(key)
-                kv.data[key] = value
-                return Completion("ok", value, "n1")
-
-            async def cas(self, key, old, new):
-                if kv.data.get(key) != old:
-                    return Completion("fail", None, "n1", "cas-mismatch")
-                kv.previous[key] = kv.data.get(key)
-                kv.data[key] = new
-                return Completion("ok", None, "n1")
-
-        return Client()
 
 
 def register_history(kv, tmp_path):

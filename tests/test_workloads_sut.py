@@ -10,41 +10,11 @@ from sut.local import LocalCluster
 from sut.raft.localgroup import LocalGroup
 from workloads.base import WorkloadOptions
 from workloads.clients import Endpoints
-from workloads.generator import GeneratorSpec, plan
-from workloads.history import Clock, read_history
 from workloads.log import LogWorkload
 from workloads.queue import QueueWorkload
 from workloads.register import RegisterWorkload
-from workloads.runner import WorkloadRun
 
-from test_workloads_history import check_process_rules
-
-
-def endpoints_of(cluster: LocalCluster) -> Endpoints:
-    return Endpoints(namesrv=cluster.namesrv_addrs,
-                     brokers=[p.address for p in cluster.processes.values() if p.role == "broker"])
-
-
-def run_workload(workload, endpoints, tmp_path, duration, rate=40.0, during=None):
-    """Setup, main phase (with `during()` run in a thread meanwhile), final phase; the history."""
-    async def main():
-        async def connect():
-            return workload.client(endpoints)
-        run = WorkloadRun(workload, connect, tmp_path / "history", Clock())
-        try:
-            await run.setup()
-            ops = plan(GeneratorSpec(seed=4, rate=rate, concurrency=workload.options.concurrency,
-                                     duration=duration), workload)
-            side = asyncio.create_task(asyncio.to_thread(during)) if during else None
-            await run.main_phase(ops, duration)
-            if side:
-                await side
-            await run.final_phase()
-        finally:
-            await run.close()
-        return run
-    run = asyncio.run(main())
-    return read_history(tmp_path), run
+from support.workloads import check_process_rules, endpoints_of, run_on_sut
 
 
 def consumed_ids(events):
@@ -55,7 +25,7 @@ def test_queue_workload_consumes_every_acknowledged_message(tmp_path):
     with LocalCluster("master-slave-sync", tmp_path / "cluster") as cluster:
         cluster.start_all()
         workload = QueueWorkload(WorkloadOptions(concurrency=4, queues=3, topic="wq"))
-        events, _ = run_workload(workload, endpoints_of(cluster), tmp_path, duration=3)
+        events, _ = run_on_sut(workload, endpoints_of(cluster), tmp_path, duration=3)
     check_process_rules(events, 4)
     acked = {ev["value"]["id"] for ev in events if ev["f"] == "send" and ev["type"] == "ok"}
     assert len(acked) > 50
@@ -78,7 +48,7 @@ def test_queue_workload_classifies_a_killed_master_and_loses_nothing_acknowledge
             threading.Event().wait(2.0)
             cluster.restart("broker-a-0")
 
-        events, _ = run_workload(workload, endpoints_of(cluster), tmp_path, duration=6,
+        events, _ = run_on_sut(workload, endpoints_of(cluster), tmp_path, duration=6,
                                  during=kill_and_restart_master)
     check_process_rules(events, 4)
     outcomes = Counter(ev["type"] for ev in events if ev["f"] == "send" and ev["type"] != "invoke")
@@ -93,7 +63,7 @@ def test_ordered_queue_consumes_each_shard_in_the_order_it_was_acknowledged(tmp_
     with LocalCluster("single-broker", tmp_path / "cluster") as cluster:
         cluster.start_all()
         workload = QueueWorkload(WorkloadOptions(concurrency=5, queues=2, topic="wo", ordered=True))
-        events, _ = run_workload(workload, endpoints_of(cluster), tmp_path, duration=2.5, rate=60)
+        events, _ = run_on_sut(workload, endpoints_of(cluster), tmp_path, duration=2.5, rate=60)
     check_process_rules(events, 5)
     sent: dict[str, list[int]] = {}
     for ev in events:  # in completion-time order: a producer's acks come in its send order
@@ -112,7 +82,7 @@ def test_log_workload_reads_back_appends_at_their_offsets(tmp_path):
     with LocalCluster("single-broker", tmp_path / "cluster") as cluster:
         cluster.start_all()
         workload = LogWorkload(WorkloadOptions(concurrency=3, queues=2, topic="wl"))
-        events, _ = run_workload(workload, endpoints_of(cluster), tmp_path, duration=2.5)
+        events, _ = run_on_sut(workload, endpoints_of(cluster), tmp_path, duration=2.5)
     check_process_rules(events, 3)
     appended = {(ev["key"], ev["value"]["offset"]): ev["value"]["value"]
                 for ev in events if ev["f"] == "append" and ev["type"] == "ok"}
@@ -139,7 +109,7 @@ def test_register_workload_on_a_raft_group_survives_a_leader_kill(tmp_path):
             threading.Event().wait(1.0)
             group.kill(leader, signal.SIGKILL)
 
-        events, _ = run_workload(workload, endpoints, tmp_path, duration=5, rate=30, during=kill_leader)
+        events, _ = run_on_sut(workload, endpoints, tmp_path, duration=5, rate=30, during=kill_leader)
     check_process_rules(events, 4)
     done = Counter((ev["f"], ev["type"]) for ev in events if ev["type"] != "invoke")
     assert done[("write", "ok")] > 5 and done[("read", "ok")] > 5

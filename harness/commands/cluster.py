@@ -12,7 +12,7 @@ from rich.table import Table
 from harness.cli import UserError
 from harness.signals import stop_signals
 from harness.stale import clean_up_stale
-from inventory import Inventory, InventoryError, Pool, docker, load, netns
+from inventory import Inventory, InventoryError, Pool, docker, docker_image, load, netns
 
 PROVIDERS = {"netns": netns, "docker": docker}
 _provider_option = click.option(
@@ -32,7 +32,7 @@ def register(cli: click.Group) -> None:
 @click.option("--name", default=netns.DEFAULT_NAME, show_default=True,
               help="Cluster name; clusters with different names coexist.")
 @_provider_option
-@click.option("--image", default=docker.DEBOOTSTRAP, show_default=True,
+@click.option("--image", default=docker_image.DEBOOTSTRAP, show_default=True,
               help="docker: where the node image comes from: 'debootstrap' (a Debian root file system "
                    "built here) or a local Debian-based image to build on.")
 @click.option("--subnet", help="docker: the 10.214.X.0/24 network of the nodes [default: a free one].")
@@ -113,7 +113,7 @@ def _down_docker(name: str, everything: bool, images: bool) -> None:
         removed = [f"docker cluster {name}: removed"] if docker.down(name) else []
         removed += docker.down_stale()
         if images:
-            removed += docker.remove_images(docker.engine())
+            removed += docker_image.remove_images(docker.engine())
     except InventoryError as error:
         raise UserError(str(error)) from None
     except OSError as error:
@@ -122,7 +122,7 @@ def _down_docker(name: str, everything: bool, images: bool) -> None:
 
 
 def _refuse_docker_options(image: str, subnet: str | None) -> None:
-    if image != docker.DEBOOTSTRAP or subnet is not None:
+    if image != docker_image.DEBOOTSTRAP or subnet is not None:
         raise UserError("--image and --subnet go with --provider docker")
 
 

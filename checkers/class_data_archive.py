@@ -1,6 +1,6 @@
 """Build the class-data-sharing archive of the driver JVM (checkers.session.class_archive).
 
-    python -m checkers.classes          # what scripts/setup.sh runs, once per pyspark version
+    python -m checkers.class_data_archive          # what scripts/setup.sh runs, once per pyspark version
 
 Small checks run on a JVM started with -XX:ArchiveClassesAtExit: when that
 JVM exits it writes every class it loaded (Spark's, Hadoop's, Parquet's,
