@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/rocketmq_client.py [--sends 300] [--concurrency 8]
 
-Starts a loopback RocketMQ (one nameserver, one broker: tests/rmq_support.py), then
+Starts a loopback RocketMQ (one nameserver, one broker: tests/support/rocketmq.py), then
 prints the driver JVM's start time and resident memory, the round trip of a request that
 does nothing in the JVM (the driver's own cost), and the send latency (p50 / p99) through it, sequential and with --concurrency clients (one producer each, as the
 workloads' workers); beside them, as the same-box reference, the model's client
@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from sut.local import LocalCluster  # noqa: E402
 from sut.rocketmq.driver import Driver, SharedDriver  # noqa: E402
-from tests.rmq_support import LoopbackRocketMQ  # noqa: E402
+from support.rocketmq import LoopbackRocketMQ  # noqa: E402
 from workloads.clients import ROCKETMQ, Endpoints, broker_client  # noqa: E402
 from workloads.rocketmq_client import RocketMQClient  # noqa: E402
 

@@ -17,7 +17,7 @@ import pytest
 from sut.message import CorruptRecord, Message, encode_payload, encode_record, valid_topic
 from sut.protocol import Command, RequestCode, RpcClient, encode, read_command
 from sut.store.consumequeue import ConsumeQueues
-from tests.sut_support import TOPIC, sut_cluster, status  # noqa: F401  (fixture)
+from support.sut import TOPIC, sut_cluster, status  # noqa: F401  (fixture)
 
 BAD_TOPICS = ("../x", "../../x", "abc\n")
 

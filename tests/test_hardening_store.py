@@ -21,7 +21,7 @@ from harness.cli import cli
 from inventory.model import Node
 from nuclei.process import _RESUME_STOPPED
 from reports import serve
-from tests.campaign_support import make_campaign, results
+from support.stores import make_campaign, results
 
 
 def night(store: Path, day: int) -> Path:

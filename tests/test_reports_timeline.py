@@ -18,7 +18,7 @@ from rich.console import Console
 
 from harness.run import RunLifecycle
 from harness.spec import build_spec
-from tests.test_reports_browser import SHOTS, Loaded, browser  # noqa: F401 - the Chromium fixture
+from support.browser import SHOTS, Loaded, browser  # noqa: F401 - the Chromium fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.root, pytest.mark.spark, pytest.mark.browser]
 

@@ -1,7 +1,7 @@
 """RocketMQ's own client driven from Python, against a real RocketMQ on loopback.
 
 One nameserver (with an embedded controller) and one broker in Controller mode
-(tests/rmq_support.py) for the module; the workloads' clients share one driver JVM
+(tests/support/rocketmq.py) for the module; the workloads' clients share one driver JVM
 (sut/rocketmq/driver.py), the admin and lifetime tests start their own.
 """
 from __future__ import annotations
@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from sut.rocketmq.driver import Driver, SharedDriver, DriverDied, DriverError, classify_error, classify_send
-from tests.rmq_support import BROKER_NAME, require_rocketmq, rmq_cluster, rmq_loopback  # noqa: F401 - fixtures
-from test_workloads_history import check_process_rules
-from test_workloads_sut import consumed_ids, run_workload
+from support.rocketmq import BROKER_NAME, require_rocketmq, rmq_cluster, rmq_loopback  # noqa: F401 - fixtures
+from support.workloads import check_process_rules, consumed_ids, run_on_sut
 from workloads.base import Completion, WorkloadOptions
 from workloads.clients import ROCKETMQ, Endpoints, broker_client
 from workloads.log import LogWorkload
@@ -104,7 +103,7 @@ def test_admin_creates_the_topic_and_names_the_master_and_the_controller_leader(
 def test_the_queue_and_log_workloads_record_the_same_fields_as_on_the_model(rmq_loopback, tmp_path):
     """Through the workloads' own client hook (Endpoints.system), the runner and the audit."""
     queue = QueueWorkload(WorkloadOptions(concurrency=4, queues=3, topic="t-wq", ordered=True))
-    events, _ = run_workload(queue, endpoints(rmq_loopback), tmp_path / "q", duration=3)
+    events, _ = run_on_sut(queue, endpoints(rmq_loopback), tmp_path / "q", duration=3)
     check_process_rules(events, 4)
     acked = {ev["value"]["id"]: ev for ev in events if ev["f"] == "send" and ev["type"] == "ok"}
     assert len(acked) >= 5   # a loaded 2-core box may manage few; the checks below hold for any number
@@ -117,7 +116,7 @@ def test_the_queue_and_log_workloads_record_the_same_fields_as_on_the_model(rmq_
     assert len(placed) == len(set(placed))   # one offset per message and queue
 
     log = LogWorkload(WorkloadOptions(concurrency=3, queues=2, topic="t-wl"))
-    events, _ = run_workload(log, endpoints(rmq_loopback), tmp_path / "l", duration=1.5)
+    events, _ = run_on_sut(log, endpoints(rmq_loopback), tmp_path / "l", duration=1.5)
     check_process_rules(events, 3)
     appended = {ev["value"]["value"]: ev["value"]["offset"] for ev in events
                 if ev["f"] == "append" and ev["type"] == "ok"}

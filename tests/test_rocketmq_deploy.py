@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sut.rocketmq.deploy import RocketMQDeployer
-from tests.rmq_deploy_support import rocketmq_cluster
+from support.rocketmq_deploy import rocketmq_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.root, pytest.mark.jvm]
 

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from harness.run import RunLifecycle
 from harness.spec import build_spec
-from tests.rmq_deploy_support import rocketmq_cluster
+from support.rocketmq_deploy import rocketmq_cluster
 from workloads.history import read_history
 
 SHORT = os.environ.get("CHAOS_LONG") == "short"

@@ -8,7 +8,7 @@ from harness.campaign.model import load_campaign
 from harness.cli import cli
 from harness.shrink.campaign import first_failing_runs
 from reports.campaign import render_campaign
-from tests.campaign_support import make_campaign, results
+from support.stores import make_campaign, results
 
 CAMPAIGN = """name: shrinky
 profiles: [controller-unclean]

@@ -15,7 +15,7 @@ from harness.cli import EXIT_ERROR, cli
 from harness.shrink import original as original_run
 from harness.shrink.search import Settings, TryResult
 from harness.shrink.session import shrink
-from tests.test_shrink_search import loses_messages, mixed_schedule
+from support.shrink import loses_messages, mixed_schedule
 
 LOST = {"valid": False, "checkers": {"queue": {"valid": False, "counts": {"lost": 12, "inconsistent_offsets": 3}}}}
 

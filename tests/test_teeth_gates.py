@@ -15,7 +15,7 @@ from harness.campaign.model import Gates
 from harness.campaign.runner import CampaignRunner
 from harness.cli import cli
 from reports.campaign import RunRow, acknowledged_not_in_log, run_anomalies
-from tests.campaign_support import PROFILES, results
+from support.stores import PROFILES, results
 
 INCONSISTENT = "17 queue offset(s) seen holding two different messages"
 NOT_LINEARIZABLE = "key 1: cannot linearize ok read 2 by process 3 (#41)"

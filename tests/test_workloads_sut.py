@@ -14,11 +14,7 @@ from workloads.log import LogWorkload
 from workloads.queue import QueueWorkload
 from workloads.register import RegisterWorkload
 
-from support.workloads import check_process_rules, endpoints_of, run_on_sut
-
-
-def consumed_ids(events):
-    return [m["id"] for ev in events if ev["f"] == "poll" and ev["type"] == "ok" for m in ev["value"]]
+from support.workloads import check_process_rules, consumed_ids, endpoints_of, run_on_sut
 
 
 def test_queue_workload_consumes_every_acknowledged_message(tmp_path):

@@ -137,6 +137,11 @@ def endpoints_of(cluster: LocalCluster) -> Endpoints:
                      brokers=[p.address for p in cluster.processes.values() if p.role == "broker"])
 
 
+def consumed_ids(events):
+    """The ids of every message the history's successful polls returned, in order."""
+    return [m["id"] for ev in events if ev["f"] == "poll" and ev["type"] == "ok" for m in ev["value"]]
+
+
 def run_on_sut(workload, endpoints, tmp_path, duration, rate=40.0, during=None):
     """Setup, main phase (with `during()` run in a thread meanwhile), final phase; the history."""
     async def main():

@@ -24,7 +24,7 @@ from typing import Iterator
 import pytest
 
 from sut.rocketmq.driver import DRIVER_JAR, release_lib
-from tests.conftest import require
+from conftest import require
 
 CLUSTER = "chaos-test"
 BROKER_NAME = "broker-a"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sut.rocketmq.release import ReleaseError, ensure
-from tests.conftest import require
+from conftest import require
 
 
 def rocketmq_cluster(make_cluster: Any) -> tuple[Any, Any]:
