@@ -55,6 +55,27 @@ class Placement:
     nodes: list[Node]
     refs: list[ProcessRef]
 
+    def _place(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
+               render_processes: Callable[[Any, list[str], list[str]], list[Any]]) -> list[Any]:
+        """The common part of a deployer's set-up: the profile, checked workdirs, the
+        processes rendered for these nodes (DeployError on a bad profile or node)."""
+        try:
+            self.profile = get(profile_name)
+            nodes = list(inventory.nodes)
+            for node in nodes:
+                check_workdir(node)
+            rendered = render_processes(self.profile, [n.host for n in nodes], [n.workdir for n in nodes])
+        except ProfileError as exc:
+            raise DeployError(str(exc)) from None
+        self.pool = pool
+        self.inventory = inventory
+        self.run_dir = Path(run_dir)
+        self.nodes = nodes
+        # Called for every node before its data is wiped and its processes start
+        # (the run mounts the crash file system on data_root(node) here).
+        self.prepare_node: Callable[[Node], None] | None = None
+        return rendered
+
     @staticmethod
     def data_root(node: Node) -> str:
         """The directory that holds every process's data dir on the node."""
@@ -72,25 +93,11 @@ class Placement:
 class Deployer(Placement):
     def __init__(self, pool: Pool, inventory: Inventory, profile_name: str, run_dir: str | Path,
                  timing: str = "default", python: str = "python3", bugs: tuple[str, ...] = ()) -> None:
-        try:
-            self.profile = get(profile_name)
-            nodes = list(inventory.nodes)
-            for node in nodes:
-                check_workdir(node)
-            rendered = render(self.profile, [n.host for n in nodes], [n.workdir for n in nodes], timing,
-                              bugs=bugs)
-        except ProfileError as exc:
-            raise DeployError(str(exc)) from None
-        self.pool = pool
-        self.inventory = inventory
-        self.run_dir = Path(run_dir)
+        rendered = self._place(pool, inventory, profile_name, run_dir,
+                               lambda profile, hosts, workdirs: render(profile, hosts, workdirs, timing, bugs=bugs))
         self.python = python
-        self.nodes = nodes
         self.rendered = sorted(rendered, key=lambda p: (START_ORDER.get(p.role, 9), p.name))
         self.refs = [self._ref(p) for p in self.rendered]
-        # Called for every node before its data is wiped and its processes start
-        # (the run mounts the crash file system on data_root(node) here).
-        self.prepare_node: Callable[[Node], None] | None = None
         # Broker ids seen so far, so a SyncStateSet naming a broker that is down keeps its node.
         self._broker_nodes: dict[tuple[str, int], str] = {}
 

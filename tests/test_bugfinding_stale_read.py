@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import signal
 
-import pytest
-
 from sut import admin
 from sut.local import LocalCluster, wait_until
 from sut.protocol import RequestCode

@@ -6,7 +6,6 @@ test_reports_browser.py renders real ones from the checkers.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess

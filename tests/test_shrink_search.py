@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from harness.schedule import FaultWindow, Schedule, Shape
+from harness.schedule import Schedule
 from harness.shrink import failure
 from harness.shrink.search import (MIN_WINDOW_S, Settings, Shrinker, TryResult, compacted, ddmin, size)
 

@@ -14,11 +14,10 @@ import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
-from sut.deploy import DeployError, Placement, ProcessRef, check_workdir
-from sut.profiles import ProfileError, get
+from sut.deploy import DeployError, Placement, ProcessRef
 from sut.rocketmq import admin
 from sut.rocketmq.config import RmqProcess, properties_text, release_dir, render
 from sut.rocketmq.release import ReleaseError, ensure, local_dir, release_id
@@ -30,26 +29,14 @@ ADMIN_TIMEOUT_S = 5.0
 class RocketMQDeployer(Placement):
     def __init__(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
                  timing: str = "default", java: str = "java") -> None:
-        try:
-            self.profile = get(profile_name)
-            nodes = list(inventory.nodes)
-            for node in nodes:
-                check_workdir(node)
-            home = local_dir()
-            self.release = release_id(home) if (home / ".stamp").is_file() else home.name
-            rendered = render(self.profile, [n.host for n in nodes], [n.workdir for n in nodes],
-                              self.release, timing, java)
-        except ProfileError as exc:
-            raise DeployError(str(exc)) from None
-        self.pool = pool
-        self.inventory = inventory
-        self.run_dir = Path(run_dir)
+        home = local_dir()
+        self.release = release_id(home) if (home / ".stamp").is_file() else home.name
+        rendered = self._place(pool, inventory, profile_name, run_dir,
+                               lambda profile, hosts, workdirs: render(profile, hosts, workdirs, self.release,
+                                                                       timing, java))
         self.timing = timing
-        self.nodes = nodes
         self.rendered = sorted(rendered, key=lambda p: (START_ORDER[p.role], p.name))
         self.refs = [self._ref(p) for p in self.rendered]
-        # Called for every node before its data is wiped (the run's crash-fs hook).
-        self.prepare_node: Callable[[Node], None] | None = None
 
     def _ref(self, proc: RmqProcess) -> ProcessRef:
         node = self.nodes[proc.node]
