@@ -95,8 +95,20 @@ def freeze_with_unsynced_writes(ctx: FaultContext, node: str, procs: list[Any],
     return [], INSTANT_TRIES, unsynced
 
 
-# Where the SUT keeps what it acknowledges: the commitlog, and DLedger's Raft log.
+# Where the SUT keeps what it acknowledges: the commitlog (the model's and RocketMQ's
+# `store/commitlog/`), the model's Raft log (`raftstore/`) and DLedger's entry files
+# (`<store>/dledger-<self id>/data/`, in a DLedger-mode broker and a DLedger controller).
 ACKNOWLEDGED_DATA_DIRS = ("commitlog", "raftstore")
+DLEDGER_DIR_PREFIX, DLEDGER_ENTRIES = "dledger-", "data"
+
+
+def holds_acknowledged_data(directory: str) -> bool:
+    """Is `directory` (a path under the mount, or an older node program's bare name) a log
+    that holds acknowledged data?"""
+    parts = directory.split("/")
+    return (any(part in ACKNOWLEDGED_DATA_DIRS for part in parts)
+            or any(parent.startswith(DLEDGER_DIR_PREFIX) and name == DLEDGER_ENTRIES
+                   for parent, name in zip(parts, parts[1:])))
 
 
 def unsynced_log_bytes(status: dict[str, Any]) -> int:
@@ -105,7 +117,7 @@ def unsynced_log_bytes(status: dict[str, Any]) -> int:
     by_dir = status.get("unsynced_by_dir")
     if not isinstance(by_dir, dict):
         return int(status.get("unsynced_bytes") or 0)
-    return sum(int(v) for k, v in by_dir.items() if k in ACKNOWLEDGED_DATA_DIRS)
+    return sum(int(v) for k, v in by_dir.items() if holds_acknowledged_data(str(k)))
 
 
 def thaw(ctx: FaultContext, frozen: list[Any]) -> None:

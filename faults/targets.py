@@ -58,6 +58,18 @@ def choose(selector: str, candidates: Sequence[str], rng: random.Random,
     return [node for node in nodes if node in picked]
 
 
+def most_hit(selector: str, candidates: Sequence[str], group: Sequence[str], fixed: Sequence[str] = ()) -> int:
+    """The most nodes of `group` one start of a `selector` fault can hit, choosing among
+    `candidates` (fixed: the nodes it names), whatever the seed or the leader."""
+    if selector == "fixed":
+        return len(set(fixed) & set(group))
+    if selector not in SELECTORS:
+        raise TargetError(f"unknown target selector {selector!r} (known: {', '.join(SELECTORS)})")
+    size = {"random": 1, "leader": 1, "minor": minority_size(len(candidates)),
+            "major": majority_size(len(candidates))}[selector]
+    return min(size, len(set(candidates) & set(group)))
+
+
 def check_fixed(fixed: Sequence[str], nodes: Sequence[str]) -> None:
     """Fixed targets must exist; the error names the missing ones and the known nodes."""
     if not fixed:

@@ -152,10 +152,43 @@ def check_release(profile: str) -> None:
 def check_faults_fit_the_nodes(spec: "RunSpec") -> None:
     """Fixed targets name real nodes, and every fault has enough of them."""
     import faults
+    nodes = planned_nodes(spec)
     try:
-        faults.validate(spec.faults, planned_nodes(spec))
+        faults.validate(spec.faults, nodes)
     except faults.FaultError as exc:
         raise ValueError(str(exc)) from None
+    problem = crash_reaching_a_majority(spec, nodes)
+    if problem:
+        raise ValueError(problem)
+
+
+def crash_reaching_a_majority(spec: "RunSpec", nodes: list[str]) -> str | None:
+    """On a profile that refuses `major-crash`, any crash that may hit a majority of one
+    broker group's nodes (a minor crash on a large cluster, a fixed crash of two broker
+    nodes) is refused with the same reason, or None."""
+    import faults
+    from faults.targets import majority_size, most_hit
+    reason = profiles.refused_fault(spec.profile, "major-crash")
+    if reason is None:
+        return None
+    profile = profiles.get(spec.profile)
+    groups: dict[str, list[str]] = {}
+    for proc in profile.of_role("broker"):
+        groups.setdefault(proc.config.get("broker_name", ""), []).append(nodes[proc.node])
+    asked = [(text, spec.targets) for text in (*spec.faults, *spec.overlap)]
+    asked += [(window.fault, window.targets or spec.targets) for window in spec.windows or ()]
+    for text, roles in asked:
+        fault = faults.FaultSpec.parse(text)
+        if not faults.needs_crash_fs([fault.name]):
+            continue
+        wanted = faults.normalize_roles(list(roles))
+        candidates = nodes if wanted is None else list(dict.fromkeys(
+            nodes[p.node] for p in profile.processes if p.role in wanted))
+        selector, fixed = fault.name.rsplit("-", 1)[0], fault.options.get("targets") or ()
+        for group in groups.values():
+            if most_hit(selector, candidates, group, fixed) >= majority_size(len(group)):
+                return f"fault {text} on profile {spec.profile}: it may crash a majority of a broker group; {reason}"
+    return None
 
 
 def _one_of(kind: str, value: str, known: list[str]) -> str:

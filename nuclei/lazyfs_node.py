@@ -165,15 +165,16 @@ class CrashState:
                 "unsynced_by_dir": self.unsynced_by_dir()}
 
     def unsynced_by_dir(self) -> dict[str, int]:
-        """Unsynced bytes per directory name (`commitlog`, `consumequeue`...): a crash that
-        should take acknowledged data back needs them in the log that holds it."""
+        """Unsynced bytes per directory, by its path under the mount (`broker-a-0/store/commitlog`,
+        `.../dledger-n0/data`): a crash that should take acknowledged data back needs them
+        in the log that holds it, and some logs are known by their parent's name too."""
         found: dict[str, int] = {}
         with self.lock:
             for here, _dirs, files in os.walk(self.live):
                 for name in files:
                     dirty = self.dirty.get(self.fids.get(os.lstat(os.path.join(here, name)).st_ino, -1))
                     if dirty is not None and dirty.bytes:
-                        key = os.path.basename(here)
+                        key = os.path.relpath(here, self.live).replace(os.sep, "/")
                         found[key] = found.get(key, 0) + dirty.bytes
         return found
 

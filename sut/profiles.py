@@ -74,7 +74,8 @@ class Profile:
     # Which system runs: "model" (sut/, this package) or "rocketmq" (sut/rocketmq/,
     # the real JVMs); the deployer and the failure-detection facts follow it.
     system: str = "model"
-    # Fault families this profile cannot take, each with the reason a run refuses it.
+    # Fault families (or single fault names) this profile cannot take, each with the
+    # reason a run refuses it.
     refused: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -360,10 +361,10 @@ PROFILES: dict[str, Profile] = {
 
 
 def refused_fault(profile: Profile | str, fault_name: str) -> str | None:
-    """Why `fault_name` cannot apply to the profile, or None (its family decides)."""
+    """Why `fault_name` cannot apply to the profile, or None (the name itself, else its family)."""
     profile = get(profile) if isinstance(profile, str) else profile
     family = fault_name.rsplit("-", 1)[-1]
-    return profile.refused.get(family)
+    return profile.refused.get(fault_name) or profile.refused.get(family)
 
 
 def _real_rocketmq() -> dict[str, Profile]:

@@ -9,7 +9,9 @@ from click.testing import CliRunner
 
 from harness.cli import EXIT_ERROR, cli
 from harness.spec import SpecError, build_spec
-from sut.profiles import PROFILES, failure_detection_s, get
+from faults.crash import crash_fs_unavailable
+from sut.profiles import PROFILES, failure_detection_s, get, refused_fault
+from tests.conftest import require
 from sut.rocketmq.config import ADD_OPENS, render
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +29,41 @@ def test_the_four_modes_and_the_article_options_are_profiles_of_the_rocketmq_sys
         assert PROFILES[name].system == "rocketmq"
     assert get("rmq-controller-unclean").expected_safe is False
     assert set(get("rmq-controller-unclean").unsafe_under) >= {"kill", "partition"}
-    assert all(PROFILES[n].expected_safe for n in ("rmq-dledger-3", "rmq-controller-3", "rmq-master-slave-sync"))
+    assert all(PROFILES[n].expected_safe for n in ("rmq-dledger-3", "rmq-controller-3"))
+
+
+def test_what_each_profile_promises_under_a_machine_crash():
+    # ASYNC_FLUSH everywhere: the safe profiles promise to survive a crash of a minority
+    # of the broker group and refuse a majority crash; the others are expected to lose.
+    for name in ("rmq-dledger-3", "rmq-controller-3", "rmq-controller-3-jraft-tsp-slaveread"):
+        assert PROFILES[name].expected_safe and "crash" not in PROFILES[name].unsafe_under
+        assert "by design" in refused_fault(name, "major-crash")
+        assert refused_fault(name, "leader-crash") is None and refused_fault(name, "minor-crash") is None
+    assert "crash" in get("rmq-controller-unclean").unsafe_under
+    assert get("rmq-master-slave-sync").expected_safe is False
+    assert get("rmq-master-slave-sync").unsafe_under == ("crash",)
+    assert refused_fault("rmq-controller-unclean", "major-crash") is None
+    assert refused_fault("rmq-master-slave-sync", "major-crash") is None
+
+
+def test_the_crash_instant_recognises_rocketmqs_commitlog_and_dledger_entry_files(tmp_path):
+    import os
+    from faults.crash import unsynced_log_bytes
+    from nuclei.lazyfs_node import CrashState
+    state = CrashState(str(tmp_path / "state"))
+    files = {"broker-a-0/store/commitlog": 11, "broker-a-1/store/dledger-n1/data": 7,
+             "controller-0/controller-store/dledger-n0/data": 3, "broker-a-1/store/dledger-n1/index": 5,
+             "broker-a-0/store/consumequeue/chaos/0": 2, "broker-a-0/store/data": 1}
+    for directory, size in files.items():
+        os.makedirs(state.path(directory))
+        live = os.path.join(state.path(directory), "00000000000000000000")
+        fd = os.open(live, os.O_RDWR | os.O_CREAT, 0o644)
+        os.pwrite(fd, b"x" * size, 0)
+        state.wrote(state.fid(live, new=True), 0, size)
+        os.close(fd)
+    status = state.status()
+    assert status["unsynced_by_dir"] == files
+    assert unsynced_log_bytes(status) == 11 + 7 + 3   # not the indexes, queues or another "data"
 
 
 def test_every_process_has_a_home_and_store_of_its_own_and_the_nameserver_a_node_alone():
@@ -75,9 +111,41 @@ def test_timing_fast_shortens_failure_detection_where_rocketmq_lets_it():
     assert failure_detection_s("rmq-dledger-3", "fast") == failure_detection_s("rmq-dledger-3", "default")
 
 
+@pytest.fixture
+def crash_fs():
+    """Crash faults are checked against the machine before the profile (root, FUSE)."""
+    require(crash_fs_unavailable() is None, f"needs FUSE: {crash_fs_unavailable()}")
+
+
+@pytest.mark.parametrize("profile, values", [
+    ("rmq-controller-3", {"faults": ["leader-crash"]}),
+    ("rmq-controller-3", {"faults": ["random-crash", "minor-crash"], "targets": ["brokers"]}),
+    ("rmq-controller-3", {"faults": ["noop"], "overlap": ["leader-crash"]}),
+    ("rmq-controller-3", {"faults": ["fixed-crash:targets=n1,n2"]}),   # the nameserver and one broker
+    ("rmq-dledger-3", {"faults": ["leader-crash"]}),
+    ("rmq-controller-unclean", {"faults": ["major-crash"]}),
+    ("rmq-master-slave-sync", {"faults": ["major-crash"], "nodes": 3}),
+])
+def test_crashes_a_profile_promises_to_survive_or_is_expected_to_lose_are_accepted(tmp_path, crash_fs,
+                                                                                    profile, values):
+    spec = build_spec({"profile": profile, "store": tmp_path / "store", "nodes": 4, **values})
+    assert spec.profile == profile
+
+
+@pytest.mark.parametrize("profile, values", [
+    ("rmq-controller-3", {"faults": ["major-crash"]}),
+    ("rmq-dledger-3", {"faults": ["major-crash"], "targets": ["brokers"]}),
+    ("rmq-controller-3", {"faults": ["noop"], "overlap": ["major-crash"]}),
+    ("rmq-controller-3", {"faults": ["fixed-crash:targets=n2,n3"]}),
+    ("rmq-controller-3-jraft", {"faults": ["major-crash"], "targets": ["controllers"]}),  # same machines
+])
+def test_a_crash_that_may_reach_a_majority_of_the_broker_group_is_refused_on_safe_profiles(tmp_path, crash_fs,
+                                                                                           profile, values):
+    with pytest.raises(SpecError, match="may lose acknowledged messages by design"):
+        build_spec({"profile": profile, "store": tmp_path / "store", "nodes": 4, **values})
+
+
 @pytest.mark.parametrize("values, message", [
-    ({"faults": ["leader-crash"]}, "crash faults are not enabled on real RocketMQ"),
-    ({"faults": ["noop"], "overlap": ["random-crash"]}, "crash faults are not enabled on real RocketMQ"),
     ({"workload": "register"}, "real RocketMQ has no key-value store"),
     ({"bugs": ["ack-without-sync-state-set"]}, "the bug library lives in the model SUT"),
 ])
@@ -88,7 +156,7 @@ def test_what_cannot_apply_to_real_rocketmq_is_refused_with_its_reason(tmp_path,
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--fault", "leader-crash"], "crash faults are not enabled on real RocketMQ"),
+    (["--fault", "major-crash"], "a crash of a majority of a broker group at once may lose"),
     (["--workload", "register"], "real RocketMQ has no key-value store"),
     (["--nodes", "3"], "profile rmq-controller-3 needs 4 nodes"),
     (["--bug", "read-beyond-confirm-offset"], "the bug library lives in the model SUT"),
