@@ -87,7 +87,9 @@ def freeze_with_unsynced_writes(ctx: FaultContext, node: str, procs: list[Any],
                 frozen += nuclei.pause(ctx.pool, ctx.journal, proc)
             except nuclei.ProcessNotRunning:
                 pass
-        unsynced = unsynced_log_bytes(lazyfs.status(ctx.pool, node, params["workdir"], params["mountpoint"]))
+        # Written back first: a JVM's mapped commitlog pages reach the file system only then.
+        unsynced = unsynced_log_bytes(lazyfs.status(ctx.pool, node, params["workdir"], params["mountpoint"],
+                                                    writeback=True))
         if unsynced or tries == INSTANT_TRIES or not frozen:
             return frozen, tries, unsynced
         thaw(ctx, frozen)

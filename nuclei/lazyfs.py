@@ -150,13 +150,15 @@ def lose_unsynced(pool: Any, node: str, workdir: str, mountpoint: str) -> dict[s
     return _ask(pool, node, workdir, mountpoint, "lose")
 
 
-def status(pool: Any, node: str, workdir: str, mountpoint: str) -> dict[str, Any]:
-    """Unsynced files and bytes right now, and the losses so far."""
-    return _ask(pool, node, workdir, mountpoint, "status")
+def status(pool: Any, node: str, workdir: str, mountpoint: str, writeback: bool = False) -> dict[str, Any]:
+    """Unsynced files and bytes right now, and the losses so far; with `writeback`, dirty
+    pages of memory-mapped files (RocketMQ's commitlog) are written to the daemon first,
+    so that they count (as unsynced: a writeback is no fsync)."""
+    return _ask(pool, node, workdir, mountpoint, "status", *(["--writeback"] if writeback else []))
 
 
-def _ask(pool: Any, node: str, workdir: str, mountpoint: str, command: str) -> dict[str, Any]:
-    result = sh(pool, node, shlex.join(_program(workdir, command, mountpoint)), timeout=120)
+def _ask(pool: Any, node: str, workdir: str, mountpoint: str, command: str, *extra: str) -> dict[str, Any]:
+    result = sh(pool, node, shlex.join(_program(workdir, command, mountpoint, *extra)), timeout=120)
     try:
         reply = json.loads(result.stdout)
     except ValueError:

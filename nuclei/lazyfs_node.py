@@ -461,6 +461,21 @@ def ask(mountpoint: str, command: str, timeout: float = 60.0) -> dict[str, Any]:
     return json.loads(data)
 
 
+def write_back(mountpoint: str) -> None:
+    """Have the kernel write the mount's dirty pages to the daemon without an fsync (syncfs
+    sends no FUSE fsync): memory-mapped writes a live process has not msync'ed reach the
+    daemon only at writeback, and until then a status would not count them as unsynced."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(mountpoint, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if libc.syncfs(fd) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error))
+    finally:
+        os.close(fd)
+
+
 def mounted(mountpoint: str) -> bool:
     """Is a lazyfs mounted at `mountpoint` in this mount namespace? (Reads
     /proc/self/mountinfo: stat() on a mount whose daemon died fails.)"""
@@ -490,6 +505,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("command", choices=["serve", "lose", "status", "mounted"])
     parser.add_argument("--mountpoint", required=True)
     parser.add_argument("--state", help="directory for the live tree and the durable image (serve)")
+    parser.add_argument("--writeback", action="store_true",
+                        help="status: first write the mount's dirty (memory-mapped) pages to the daemon")
     args = parser.parse_args(argv)
     if args.command == "serve":
         if not args.state:
@@ -500,6 +517,8 @@ def main(argv: list[str]) -> int:
         print("yes" if mounted(args.mountpoint) else "no")
         return 0
     try:
+        if args.writeback and args.command == "status":
+            write_back(args.mountpoint)
         print(json.dumps(ask(args.mountpoint, args.command)))
     except OSError as error:
         print(f"lazyfs at {args.mountpoint}: no daemon answers ({error.strerror or error})", file=sys.stderr)

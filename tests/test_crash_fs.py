@@ -159,16 +159,18 @@ os.close(fd)
 
 # A process that maps a durable two-page file MAP_SHARED (as a MappedByteBuffer does),
 # writes page 0 and msyncs it (mmap.flush, as MappedByteBuffer.force() does), writes
-# page 1, and dies by SIGKILL without syncing it: a JVM crashed between flushes.
+# page 1, asks the crash file system's status (written back first, as a crash fault
+# does) while its mapping is live, and dies by SIGKILL without syncing page 1: a JVM
+# crashed between flushes.
 MMAP_THEN_DIE = """
-import mmap, os, signal, sys
-path, page = sys.argv[1], mmap.PAGESIZE
+import json, mmap, os, signal, subprocess, sys
+path, status, page = sys.argv[1], json.loads(sys.argv[2]), mmap.PAGESIZE
 with open(path, "r+b") as f:
     m = mmap.mmap(f.fileno(), 2 * page, mmap.MAP_SHARED)
     m[0:6] = b"synced"
     m.flush(0, page)
     m[page:page + 8] = b"volatile"
-    print("written", flush=True)
+    print(subprocess.run(status, capture_output=True, text=True, check=True).stdout, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 """
 
@@ -186,10 +188,13 @@ def test_a_mapped_page_survives_the_crash_only_if_it_was_msynced(mounted):
             "f.flush(); os.fsync(f.fileno())", f"{mp}/seg", str(2 * page))
     on_node(pool, target, FSYNC_DIR, mp)
     assert lazyfs.status(pool, target.name, target.workdir, mp)["unsynced_bytes"] == 0
-    died = pool.run(target.name, ["python3", "-c", MMAP_THEN_DIE, f"{mp}/seg"], check=False)
-    assert died.exited != 0 and died.stdout.strip() == "written", (died.exited, died.stdout, died.stderr)
-    # The dead process's dirty page reached the daemon (written back on its last close),
-    # recorded as unsynced; readers see it until the crash.
+    status = lazyfs._program(target.workdir, "status", mp, "--writeback")
+    died = pool.run(target.name, ["python3", "-c", MMAP_THEN_DIE, f"{mp}/seg", json.dumps(status)], check=False)
+    assert died.exited != 0, (died.exited, died.stdout, died.stderr)
+    # While the writer lived, its dirty page was written back on request and counted as
+    # unsynced; after its death (written back on its last close too) it still is, and
+    # readers see it until the crash.
+    assert json.loads(died.stdout)["unsynced_by_dir"] == {".": page}
     assert lazyfs.status(pool, target.name, target.workdir, mp)["unsynced_bytes"] >= len("volatile")
     assert on_node(pool, target, PAGES, f"{mp}/seg") == repr((2 * page, b"synced", b"volatile"))
     lazyfs.lose_unsynced(pool, target.name, target.workdir, mp)
