@@ -186,8 +186,10 @@ def crash_reaching_a_majority(spec: "RunSpec", nodes: list[str]) -> str | None:
             nodes[p.node] for p in profile.processes if p.role in wanted))
         selector, fixed = fault.name.rsplit("-", 1)[0], fault.options.get("targets") or ()
         for group in groups.values():
-            if most_hit(selector, candidates, group, fixed) >= majority_size(len(group)):
-                return f"fault {text} on profile {spec.profile}: it may crash a majority of a broker group; {reason}"
+            hits = most_hit(selector, candidates, group, fixed)
+            if hits >= majority_size(len(group)):
+                return (f"fault {text} on profile {spec.profile} may crash {hits} of the broker group's "
+                        f"{len(group)} nodes: {reason}")
     return None
 
 
