@@ -79,7 +79,7 @@ def print_dry_run(spec: Any, names: list[str], store: Path, as_json: bool) -> No
                                "exercisable": len(shown) - len(missing), "total": len(shown)}, indent=2))
     else:
         for s in shown:
-            what = f"not exercisable (needs {s.needs})" if s.needs else (f"{len(s.runs)} runs on "
+            what = f"not exercisable (needs {s.needs})" if s.needs else (f"{len(s.runs)} run{'s' * (len(s.runs) != 1)} on "
                                                                         f"{', '.join(s.profiles)} x {', '.join(s.faults)}")
             click.echo(f"{s.bug}: {what}")
         click.echo(f"{len(shown) - len(missing)} of {len(shown)} bugs exercisable by campaign {spec.name}"
