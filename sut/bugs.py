@@ -42,9 +42,14 @@ BUGS: dict[str, Bug] = {bug.name: bug for bug in (
     Bug("raft-vote-ignores-log",
         "a Raft voter grants its vote to a candidate whose log is behind its own",
         "Raft paper section 5.4.1 (election restriction)",
-        "lost: a rejoining stale leader with a higher term wins and truncates committed entries",
-        # a master partition heals before the isolated leader's term overtakes the majority's
-        ("partition",), ("dledger",), ("broker",), needs_faults=("partition-majorities-ring",)),
+        "a rejoining stale node whose term climbed while it was cut off wins the election; the "
+        "followers refuse to truncate their committed entries under it, so the group stalls "
+        "(never recovered) instead of losing them",
+        # An isolated node's term climbs (no one answers it); a ring or bridge never does
+        # that, since a voter that follows a leader answers "has leader" and the candidate
+        # keeps its term. The stale node wins only if it asks before the majority's leader
+        # hears its term, so one heal catches it seldom.
+        ("partition",), ("dledger",), ("broker",)),
     Bug("ack-without-sync-state-set",
         "a Controller-mode master acknowledges a send before the SyncStateSet members have it",
         "RocketMQ issue 7017 (an old master cut off from the controller keeps acknowledging); "

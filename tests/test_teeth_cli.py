@@ -52,6 +52,21 @@ def test_the_nightly_campaign_can_exercise_every_bug_of_the_library():
     assert {name: cells(nightly, name)[2] for name in bugs.known()} == dict.fromkeys(bugs.known())
 
 
+def test_dry_run_lists_each_bugs_runs_and_exits_1_when_a_bug_is_not_exercisable(tmp_path):
+    import json
+    store = tmp_path / "store"
+    nightly = CliRunner().invoke(cli, ["teeth", str(NIGHTLY), "--dry-run", "--json", "--store", str(store)])
+    assert nightly.exit_code == 0, nightly.output
+    shown = {b["bug"]: b for b in json.loads(nightly.output)["bugs"]}
+    assert sorted(shown) == bugs.known() and all(b["exercisable"] and b["runs"] for b in shown.values())
+    assert all("partition-majorities-ring" in run for run in shown["raft-commit-prior-term"]["runs"])
+    smoke = CliRunner().invoke(cli, ["teeth", str(SMOKE), "--dry-run", "--store", str(store)])
+    assert smoke.exit_code == 1, smoke.output
+    assert "raft-commit-without-quorum: 1 run on dledger-3 x leader-partition" in smoke.output
+    assert "sync-flush-without-fsync: not exercisable (needs an expected-safe profile" in smoke.output
+    assert not store.exists()
+
+
 def test_the_score_counts_only_exercisable_bugs():
     verdicts = [BugVerdict("a", "caught"), BugVerdict("b", "missed"), BugVerdict("c", NOT_EXERCISABLE)]
     assert score(verdicts) == (1, 2)

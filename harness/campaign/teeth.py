@@ -87,6 +87,34 @@ def verdict_of(campaign_dir: Path, name: str) -> BugVerdict:
                       error="; ".join(broken) or None)
 
 
+@dataclass
+class BugCells:
+    """What `chaos teeth --dry-run` shows for one bug: the runs it would make, or what is missing."""
+    bug: str
+    runs: list[str]
+    needs: str | None = None
+    profiles: tuple[str, ...] = ()
+    faults: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"bug": self.bug, "exercisable": self.needs is None, "runs": self.runs, "needs": self.needs,
+                "profiles": list(self.profiles), "faults": list(self.faults), **_facts(self.bug)}
+
+
+def dry_run(campaign: Campaign, names: list[str], store: Path) -> list[BugCells]:
+    """Per bug the run ids its restricted campaign would make (nothing starts)."""
+    shown = []
+    for name in names:
+        restricted = bug_campaign(campaign, name)
+        if restricted is None:
+            shown.append(BugCells(name, [], needs=cells(campaign, name)[2]))
+            continue
+        runs = [run.run_id for run in plan(restricted, store=store).runs]
+        shown.append(BugCells(name, runs, needs=None if runs else "a runnable cell (every cell is skipped)",
+                              profiles=restricted.profiles, faults=restricted.faults))
+    return shown
+
+
 def run_teeth(campaign: Campaign, source: Path, store: Path, names: list[str], console: Any,
               show_progress: bool = True) -> list[BugVerdict]:
     """One restricted campaign per bug; a stop signal ends the whole thing (KeyboardInterrupt)."""

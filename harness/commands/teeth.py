@@ -5,6 +5,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -27,7 +28,9 @@ def register(cli: click.Group) -> None:
               help="Store directory (one campaign per bug goes there).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress display.")
-def teeth(file: Path, bugs: tuple[str, ...], store: Path, as_json: bool, quiet: bool) -> None:
+@click.option("--dry-run", is_flag=True,
+              help="Print per bug the runs it would make, or what the campaign lacks; start nothing.")
+def teeth(file: Path, bugs: tuple[str, ...], store: Path, as_json: bool, quiet: bool, dry_run: bool) -> None:
     """Run the campaign in FILE once per library bug (sut/bugs.py), each time only on
     the cells that can expose the bug (its expected-safe profiles of the bug's mode,
     its faults of the bug's families), and print per bug: caught (by which run and
@@ -35,7 +38,8 @@ def teeth(file: Path, bugs: tuple[str, ...], store: Path, as_json: bool, quiet: 
     the mutation score.
 
     Exit 0 when every exercisable bug was caught, 1 when one was missed (or its runs
-    failed), 3 on bad input, 130 when stopped.
+    failed), 3 on bad input, 130 when stopped. With --dry-run: exit 0 when every bug is
+    exercisable by the campaign, 1 when one is not.
     """
     from harness.campaign import CampaignError, load_campaign
     from harness.campaign.teeth import check_names, run_teeth
@@ -43,11 +47,15 @@ def teeth(file: Path, bugs: tuple[str, ...], store: Path, as_json: bool, quiet: 
     try:
         spec = load_campaign(file)
         names = check_names(list(bugs))
-        check_writable(store)
+        if not dry_run:
+            check_writable(store)
     except CampaignError as exc:
         raise UserError(str(exc)) from None
     except StoreError as exc:
         raise UserError(f"--store: {exc}") from None
+    if dry_run:
+        print_dry_run(spec, names, store, as_json)
+        return
     began = time.monotonic()
     verdicts = run_teeth(spec, file.resolve(), store, names, console, show_progress=not quiet)
     wall = time.monotonic() - began
@@ -59,6 +67,24 @@ def teeth(file: Path, bugs: tuple[str, ...], store: Path, as_json: bool, quiet: 
     else:
         print_table(spec.name, verdicts, wall)
     sys.exit(exit_code(verdicts))
+
+
+def print_dry_run(spec: Any, names: list[str], store: Path, as_json: bool) -> None:
+    """Per bug the runs teeth would make; exit 1 when a bug is not exercisable."""
+    from harness.campaign.teeth import dry_run
+    shown = dry_run(spec, names, store)
+    missing = [s.bug for s in shown if s.needs]
+    if as_json:
+        click.echo(json.dumps({"campaign": spec.name, "bugs": [s.as_json() for s in shown],
+                               "exercisable": len(shown) - len(missing), "total": len(shown)}, indent=2))
+    else:
+        for s in shown:
+            what = f"not exercisable (needs {s.needs})" if s.needs else (f"{len(s.runs)} run{'s' * (len(s.runs) != 1)} on "
+                                                                        f"{', '.join(s.profiles)} x {', '.join(s.faults)}")
+            click.echo(f"{s.bug}: {what}")
+        click.echo(f"{len(shown) - len(missing)} of {len(shown)} bugs exercisable by campaign {spec.name}"
+                   + (f"; not: {', '.join(missing)}" if missing else ""))
+    sys.exit(EXIT_MISSED if missing else 0)
 
 
 def exit_code(verdicts: list) -> int:
