@@ -113,7 +113,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     unsafe = [name for name, p in profiles.PROFILES.items() if not p.expected_safe]
     parser.add_argument("--profiles", default=",".join(unsafe))
-    parser.add_argument("--bugs", default="", help="bug library names (needs a harness with `--bug`)")
+    parser.add_argument("--bugs", default="", help="bug library names, each shrunk on a safe profile of its mode")
     parser.add_argument("--seed", type=int, default=21)
     parser.add_argument("--timing", default="fast")
     parser.add_argument("--tries", type=int, default=1)

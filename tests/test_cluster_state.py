@@ -36,6 +36,17 @@ def master_process(cluster: LocalCluster, state: dict) -> str:
     return next(name for name, p in cluster.processes.items() if p.role == "broker" and f"n{p.node + 1}" == node)
 
 
+def recorded_master(path: Path) -> str | None:
+    """The master the last complete line of cluster.jsonl names (None before one is written)."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    for line in reversed(lines):
+        try:
+            return json.loads(line)["groups"]["broker-a"]["master"]
+        except (ValueError, KeyError):
+            continue
+    return None
+
+
 def failovers(path: Path) -> list[tuple[str, int]]:
     """(master node, epoch or term) each time the group's master changed to a node."""
     seen = []
@@ -58,6 +69,10 @@ def test_each_master_kill_shows_in_cluster_jsonl_as_a_new_master_with_a_higher_e
                 before = wait_until(lambda: (s := sample())["groups"]["broker-a"]["master"] and s,
                                     timeout=60, what="a master")
                 victim = master_process(cluster, before)
+                # The kill must come after the recorder has written this master down: under load its
+                # first sample can still be on its way when the test's own sample sees a master.
+                wait_until(lambda: recorded_master(path) == before["groups"]["broker-a"]["master"],
+                           timeout=30, what="the recorder to write the master down")
                 cluster.kill(victim, signal.SIGKILL)
                 wait_until(lambda: sample()["groups"]["broker-a"]["master"] not in (None, before["groups"]["broker-a"]["master"]),
                            timeout=60, what="a new master")

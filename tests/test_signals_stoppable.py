@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,10 @@ def test_sigusr1_prints_the_stacks_of_a_running_chaos_command(tmp_path):
     proc = subprocess.Popen([chaos, "serve", str(tmp_path), "--port", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout.readline().startswith("serving ")
+        line = proc.stdout.readline()
+        assert line.startswith("serving "), line
+        # "serving" is printed just before serve_forever; one answered request says it is in it.
+        urllib.request.urlopen(line.split(" on ")[1].split()[0], timeout=30).read()
         proc.send_signal(signal.SIGUSR1)
         time.sleep(1)
         proc.send_signal(signal.SIGTERM)
