@@ -76,6 +76,17 @@ class Placement:
         self.prepare_node: Callable[[Node], None] | None = None
         return rendered
 
+    def _stop_and_prepare(self) -> None:
+        """Before a start: stop what an earlier deployment left running, then let the run
+        prepare every node (the crash file system's mount)."""
+        self.stop()
+        if self.prepare_node is not None:
+            for node in self.used_nodes:
+                self.prepare_node(node)
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
     @staticmethod
     def data_root(node: Node) -> str:
         """The directory that holds every process's data dir on the node."""
@@ -131,10 +142,7 @@ class Deployer(Placement):
 
         Processes of an earlier deployment that are still running are stopped first.
         """
-        self.stop()
-        if self.prepare_node is not None:
-            for node in self.used_nodes:
-                self.prepare_node(node)
+        self._stop_and_prepare()
         local = self.run_dir / "sut-config"
         for proc, ref in zip(self.rendered, self.refs):
             path = local / ref.node / f"{ref.name}.json"

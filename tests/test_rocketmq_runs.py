@@ -51,25 +51,6 @@ def test_a_seeded_controller_mode_run_under_master_kills_is_valid_with_failovers
     assert rto["failovers"] >= 1, rto
 
 
-def test_a_seeded_controller_mode_run_under_master_crashes_is_valid_though_each_crash_drops_unsynced_data(
-        cluster, tmp_path):
-    outcome = chaos_run(cluster, tmp_path / "store", profile="rmq-controller-3", faults=["leader-crash"], seed=5)
-    assert outcome.status == "complete", outcome.error
-    run_dir = outcome.run.path
-    results = json.loads((run_dir / "results.json").read_text())
-    assert results["valid"] is True, {k: v.get("valid") for k, v in results["checkers"].items()}
-    queue = results["checkers"]["queue"]
-    assert queue["counts"]["lost"] == 0 and queue["counts"]["acknowledged"] > DURATION * 5
-    starts = [json.loads(line)["value"] for line in (run_dir / "nemesis.jsonl").read_text().splitlines()
-              if json.loads(line)["value"]["phase"] == "start"]
-    # Every crash hit the master's machine and took unsynced writes (mapped pages the
-    # JVM had not forced) back from the crash file system.
-    assert starts and all(start["targets"] for start in starts)
-    dropped = [lost["unsynced_bytes"] for start in starts for lost in start["lost"].values()]
-    assert len(dropped) == len(starts) and all(dropped), dropped
-    assert results["checkers"]["rto"]["failovers"] >= 1
-
-
 def test_unclean_controller_mode_under_master_partitions_loses_acknowledged_messages_named_by_id(cluster, tmp_path):
     outcome = chaos_run(cluster, tmp_path / "store", profile="rmq-controller-unclean",
                         faults=["leader-partition"], seed=11)

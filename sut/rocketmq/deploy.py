@@ -73,10 +73,7 @@ class RocketMQDeployer(Placement):
 
     def start(self) -> None:
         """Write every config, wipe old data, start every process (nameserver, controllers, brokers)."""
-        self.stop()
-        if self.prepare_node is not None:
-            for node in self.used_nodes:
-                self.prepare_node(node)
+        self._stop_and_prepare()
         local = self.run_dir / "sut-config"
         for proc, ref in zip(self.rendered, self.refs):
             path = local / ref.node / posixpath.basename(proc.config_path)
