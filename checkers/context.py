@@ -13,10 +13,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .ops import infer_workload
+from .routes import infer_workload
 from .reconstruct import Reconstruction
 from .runspec import RunSpec
-from .staging import Staging
+from .spark.staging import Staging
 from .windows import FaultWindow
 
 
