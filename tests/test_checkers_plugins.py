@@ -44,13 +44,24 @@ def queue_run(store: Path, name: str, slow_send_ms: float) -> Path:
     return run.dir
 
 
+def broken_plugin(directory: Path) -> Path:
+    """An installed distribution whose `chaos.checkers` entry point names a missing module."""
+    dist = directory / "chaos_broken_checker-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: chaos-broken-checker\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[chaos.checkers]\nbroken = chaos_broken_checker_missing:Nope\n")
+    return directory
+
+
 @pytest.mark.spark
 def test_chaos_check_runs_the_installed_checker_and_the_report_shows_it(plugin_site, tmp_path) -> None:
     store = tmp_path / "store"
     slow, quick = queue_run(store, "slow", 12_000), queue_run(store, "quick", 30)
-    env = {**os.environ, "PYTHONPATH": str(plugin_site), "COLUMNS": "200"}
+    path = os.pathsep.join([str(plugin_site), str(broken_plugin(tmp_path / "broken"))])
+    env = {**os.environ, "PYTHONPATH": path, "COLUMNS": "200"}
     done = subprocess.run([CHAOS, "check", str(store)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr  # the slow run is invalid
+    assert "checker plugin not loaded: entry point broken = chaos_broken_checker_missing:Nope" in done.stdout
     assert "slow_ops" in done.stdout
     assert "slow: slow_ops: 1 operation(s) took longer than 10 s, the longest 12.0 s" in done.stdout
     slow_result = json.loads((slow / "results.json").read_text())
@@ -99,11 +110,7 @@ def test_a_checker_cannot_fill_a_builtin_section(own_registry) -> None:
 
 def test_a_broken_checker_plugin_is_reported_and_the_builtins_still_run(tmp_path, monkeypatch,
                                                                          own_registry) -> None:
-    dist = tmp_path / "chaos_broken_checker-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: chaos-broken-checker\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[chaos.checkers]\nbroken = chaos_broken_checker_missing:Nope\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(broken_plugin(tmp_path)))
     registry.load_plugins(reload=True)
     assert any("chaos_broken_checker_missing" in problem for problem in registry.plugin_errors())
     assert [c.name for c in registry.known()][:5] == ["stats", "queue and order", "rto", "perf",
