@@ -298,7 +298,13 @@ class RaftNode:
         self._replicators = {peer: Replicator(self, peer, self.term, self.log) for peer in self.config.others}
         for replicator in self._replicators.values():
             replicator.start()
-        self._ready_index = self._append_local(b"")
+        if bugs.on("raft-commit-prior-term"):
+            # DLedger before its no-op (openmessaging/dledger issue 305) started a term with
+            # no entry of its own: the older tail commits by counting replicas alone.
+            self._ready_index = self.raft_log.last_index
+            self._advance_commit()
+        else:
+            self._ready_index = self._append_local(b"")
         self._notify()
 
     def _drop_replicators(self) -> None:
