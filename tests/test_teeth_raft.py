@@ -65,35 +65,38 @@ def bug_on():
     bugs.switch_on([])
 
 
-def test_without_the_bug_a_follower_refuses_to_cut_committed_entries(tmp_path):
+def on_follower(tmp_path, body) -> None:
+    """Run `await body(node, applied)` on a follower that applied a, b, c."""
     async def scenario() -> None:
         applied: list[bytes] = []
         node = await follower_that_applied(tmp_path, applied)
         try:
-            reply = await stale_leader_cuts_after_index_1(node)
-            assert reply.code == ResponseCode.INCONSISTENT_LOG
-            assert (node.raft_log.last_index, node.commit_index, applied) == (3, 3, [b"a", b"b", b"c"])
+            await body(node, applied)
         finally:
             await node.stop()
 
     asyncio.run(scenario())
+
+
+def test_without_the_bug_a_follower_refuses_to_cut_committed_entries(tmp_path):
+    async def body(node: RaftNode, applied: list[bytes]) -> None:
+        reply = await stale_leader_cuts_after_index_1(node)
+        assert reply.code == ResponseCode.INCONSISTENT_LOG
+        assert (node.raft_log.last_index, node.commit_index, applied) == (3, 3, [b"a", b"b", b"c"])
+
+    on_follower(tmp_path, body)
 
 
 def test_with_the_bug_the_follower_cuts_them_and_rebuilds_its_state_from_the_new_leader_log(tmp_path, bug_on):
-    async def scenario() -> None:
-        applied: list[bytes] = []
-        node = await follower_that_applied(tmp_path, applied)
-        try:
-            reply = await stale_leader_cuts_after_index_1(node)
-            assert reply.code == ResponseCode.SUCCESS
-            assert (node.raft_log.last_index, node.commit_index) == (1, 1)
-            reply = await node._on_append(append(3, "n2", "append", pack_entries([(3, b"x")]),
-                                                 prev_index=1, prev_term=1, commit=2), None)
-            assert reply.code == ResponseCode.SUCCESS
-            await wait_until(lambda: node.applied_index == 2)
-            # b and c were committed and applied, and are gone: the state is a, then x
-            assert applied == [b"a", b"b", b"c", b"<rebuilt>", b"a", b"x"]
-        finally:
-            await node.stop()
+    async def body(node: RaftNode, applied: list[bytes]) -> None:
+        reply = await stale_leader_cuts_after_index_1(node)
+        assert reply.code == ResponseCode.SUCCESS
+        assert (node.raft_log.last_index, node.commit_index) == (1, 1)
+        reply = await node._on_append(append(3, "n2", "append", pack_entries([(3, b"x")]),
+                                             prev_index=1, prev_term=1, commit=2), None)
+        assert reply.code == ResponseCode.SUCCESS
+        await wait_until(lambda: node.applied_index == 2)
+        # b and c were committed and applied, and are gone: the state is a, then x
+        assert applied == [b"a", b"b", b"c", b"<rebuilt>", b"a", b"x"]
 
-    asyncio.run(scenario())
+    on_follower(tmp_path, body)
