@@ -13,7 +13,8 @@ The protocol follows DLedger where DLedger and textbook Raft differ:
 - Commit is the quorum-th highest match index; by default only entries of the
   current term are committed by counting (Raft 5.4.2), which DLedger 0.3.1.2
   lacked: `commit_current_term_only=False` reproduces that.
-A new leader appends an empty entry of its term; once that is applied the
+A new leader appends an empty entry of its term (not with the library bug
+`raft-commit-prior-term`, see sut/bugs.py); once that is applied the
 leader is "ready": everything committed before it has been applied.
 """
 from __future__ import annotations
