@@ -78,6 +78,7 @@ class DLedgerSettings:
     max_inflight_entries: int = 1000                 # entries pushed to a follower, not yet acked
     resend_ms: int = 1000                            # push resend interval
     rpc_timeout_ms: int = 1500
+    vote_wait_ms: int = 2000                         # the vote latch's 2000 ms in maintainAsCandidate
     commit_current_term_only: bool = True            # False = DLedger 0.3.1.2
     sync_flush: bool = False
     kv_read_mode: Literal["read-index", "log"] = "read-index"
@@ -85,7 +86,8 @@ class DLedgerSettings:
     def timing(self) -> RaftTiming:
         return RaftTiming(self.heartbeat_interval_ms, self.max_heartbeat_leak, self.min_vote_interval_ms,
                           self.max_vote_interval_ms, self.max_wait_ack_ms, self.max_pending_requests,
-                          self.max_inflight_entries, self.resend_ms, self.rpc_timeout_ms)
+                          self.max_inflight_entries, self.resend_ms, self.rpc_timeout_ms,
+                          vote_wait_ms=self.vote_wait_ms)
 
     def validate(self) -> str | None:
         if not self.peers:
@@ -94,7 +96,7 @@ class DLedgerSettings:
             return "peers must not repeat an address"
         if min(self.heartbeat_interval_ms, self.max_heartbeat_leak, self.min_vote_interval_ms,
                self.max_wait_ack_ms, self.max_pending_requests, self.max_inflight_entries,
-               self.resend_ms, self.rpc_timeout_ms) <= 0:
+               self.resend_ms, self.rpc_timeout_ms, self.vote_wait_ms) <= 0:
             return "raft intervals and limits must be positive"
         if self.min_vote_interval_ms > self.max_vote_interval_ms:
             return "min_vote_interval_ms must not exceed max_vote_interval_ms"

@@ -114,6 +114,7 @@ TIMINGS: dict[str, dict[str, int]] = {
         "raft_min_vote_interval_ms": 300,
         "raft_max_vote_interval_ms": 1000,
         "raft_resend_ms": 1000,
+        "raft_vote_wait_ms": 2000,               # vote round: 2000 ms + random(maxVoteIntervalMs)
         # Controller mode (RIP-44)
         "controller_heartbeat_interval_ms": 1000,   # broker -> every controller
         "controller_heartbeat_timeout_ms": 10000,   # controllerHeartBeatTimeoutMills
@@ -263,6 +264,7 @@ DLEDGER_HA: dict[str, Any] = {
     "min_vote_interval_ms": Timing("raft_min_vote_interval_ms"),
     "max_vote_interval_ms": Timing("raft_max_vote_interval_ms"),
     "resend_ms": Timing("raft_resend_ms"),
+    "vote_wait_ms": Timing("raft_vote_wait_ms"),
 }
 
 
@@ -287,7 +289,8 @@ CONTROLLER: dict[str, Any] = {
     "raft_timing": {"heartbeat_interval_ms": Timing("raft_heartbeat_interval_ms"),
                     "min_vote_interval_ms": Timing("raft_min_vote_interval_ms"),
                     "max_vote_interval_ms": Timing("raft_max_vote_interval_ms"),
-                    "resend_ms": Timing("raft_resend_ms")},
+                    "resend_ms": Timing("raft_resend_ms"),
+                    "vote_wait_ms": Timing("raft_vote_wait_ms")},
     "broker_heartbeat_timeout_ms": Timing("controller_heartbeat_timeout_ms"),
     "scan_interval_ms": Timing("controller_scan_interval_ms"),
     "raft_sync_flush": True,

@@ -1,7 +1,8 @@
 """Raft configuration: the group's members, where the log lives, and the timing.
 
 Defaults are DLedger's (heartbeat 2000 ms, more than 3 missed heartbeats make a
-follower a candidate, vote retry after a random 300-1000 ms, a client append
+follower a candidate, vote retry after a random 300-1000 ms, a vote round judged
+after at most 2000 ms plus a random part of the vote interval, a client append
 waits 2500 ms for commit, at most 10000 pending appends, at most 1000 entries in
 flight per follower, resend after 1000 ms). `scaled()` shrinks every interval by
 one factor so tests and benches run the same protocol faster.
@@ -35,6 +36,11 @@ class RaftTiming:
     rpc_timeout_ms: int = 1500
     max_batch_entries: int = 256
     max_batch_bytes: int = 1 << 20
+    # A candidate judges its vote round after a quorum answered or after this plus a random
+    # part of max_vote_interval_ms, whichever comes first (DLedger's vote latch waits 2000 ms
+    # + random(maxVoteIntervalMs)); unanswered peers count as no vote, so a node cut off from
+    # its peers asks again at the pace of the vote interval, not of the RPC timeout.
+    vote_wait_ms: int = 2000
 
     @property
     def election_timeout_s(self) -> float:
@@ -43,7 +49,7 @@ class RaftTiming:
     def scaled(self, factor: float) -> "RaftTiming":
         """The same timing with every interval multiplied by `factor` (limits unchanged)."""
         ms = ("heartbeat_interval_ms", "min_vote_interval_ms", "max_vote_interval_ms",
-              "max_wait_ack_ms", "resend_ms", "rpc_timeout_ms")
+              "max_wait_ack_ms", "resend_ms", "rpc_timeout_ms", "vote_wait_ms")
         return replace(self, **{name: max(1, int(getattr(self, name) * factor)) for name in ms})
 
 

@@ -370,9 +370,11 @@ class RaftNode:
                    "last_term": self.raft_log.last_term}
         pending = {asyncio.create_task(self._ask_vote(peer, request)) for peer in self.config.others}
         answers: list[Vote | None] = []
+        t = self.config.timing
+        deadline = time.monotonic() + (t.vote_wait_ms + random.uniform(0, t.max_vote_interval_ms)) / 1000
         try:
-            while pending and granted < self.config.quorum:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            while pending and granted < self.config.quorum and (left := deadline - time.monotonic()) > 0:
+                done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     answers.append(task.result())
                     granted += answers[-1] == Vote.GRANTED
