@@ -387,8 +387,13 @@ class RaftNode:
             self._become_leader()
             return
         delay = self._random_vote_delay()
+        answered = 1 + sum(answer is not None for answer in answers)
         if Vote.HAS_LEADER in answers:
             delay += self.config.timing.election_timeout_s  # let the leader's heartbeat reach us
+        elif answered >= self.config.quorum and answered - answers.count(Vote.LOG_BEHIND) < self.config.quorum:
+            # As DLedger: voters with longer logs make a quorum impossible; ask again in this
+            # term, later, so that one of them wins instead of the terms racing up.
+            delay += self.config.timing.max_vote_interval_ms / 1000
         else:
             self._must_increment = True
         self._next_vote_time = time.monotonic() + delay
