@@ -12,7 +12,7 @@ from faults.schedule import FaultSpec, ScheduledEvent, ScheduleError, ScheduleSp
 from faults.targets import TargetError, normalize_roles
 
 # Built-in nemeses register themselves on import.
-from faults import crash, loss, noop, partition, processes  # noqa: E402,F401  isort: skip
+from faults import crash, figure8, loss, noop, partition, processes  # noqa: E402,F401  isort: skip
 from faults.runner import ActiveFault, ScheduleRunner, nemesis_event, run_schedule  # noqa: E402
 from faults.validate import validate  # noqa: E402
 from faults.crash import needs_crash_fs  # noqa: E402

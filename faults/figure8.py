@@ -1,0 +1,171 @@
+"""figure-8-partition: the Raft paper's figure 8 played against the current leader.
+
+A prior-term entry counted committed by replicas alone (no entry of the new
+leader's own term) can be overwritten by a later leader (Raft 5.4.2). Random
+partitions almost never line up the four steps that needs, so this nemesis
+drives them, each step waiting until the election it needs has happened:
+
+1. the leader L and the nameserver's node S are cut off from the other
+   members: clients still reach L through S, so L appends entries X that reach
+   at most S (not committed); the others elect M, which gets no client (it
+   cannot register with the nameserver) and so appends nothing;
+2. M joins S alone: M registers, clients send to it and it appends entries Y of
+   its newer term that reach at most S, until its leadership lapses (`lease`
+   seconds: the SUT's election timeout, 0.6 s at `timing: fast`); L becomes the
+   hub of the remaining members (they see L, not each other, so only L can
+   win) and is elected with X as its newest entries: it replicates X to them,
+   a majority;
+3. L joins S alone: L registers and consumers read X; M becomes the hub of the
+   remaining members, who hold X but not L's newer entries, so M (newest term
+   in its log: Y's) is elected and overwrites X with Y;
+4. L alone is cut off until the window ends, so M's side takes client writes
+   of M's term before L can come back and win with its log.
+
+A correct Raft (a new leader commits an entry of its own term first) stays
+consistent: in step 2 L's no-op commits X, and in step 3 the members then
+refuse M. A step whose election does not come within `step_timeout` seconds
+ends the sequence where it is (the partition stays until the window ends).
+Needs at least five members (with three, the nameserver's node is always one
+of the two sides); the nameserver's node is found from the SUT's processes.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Collection, Iterable, Sequence
+
+import nuclei
+from faults import grudge as shapes
+from faults.apply import Record, apply_all, undo_all
+from faults.context import Applied, FaultContext
+from faults.options import Duration
+from faults.registry import register
+from faults.targets import TargetError
+
+log = logging.getLogger(__name__)
+
+MIN_MEMBERS = 5
+
+
+def hub_grudge(nodes: Sequence[str], groups: Iterable[Collection[str]], hub: str,
+               spokes: Collection[str]) -> shapes.Grudge:
+    """Who drops whom: each of `groups` talks only within itself, and `hub` with each of
+    `spokes`, which do not talk to each other. Nodes in neither keep every link."""
+    allowed: dict[str, set[str]] = {node: {node} for node in nodes}
+    for group in groups:
+        for node in group:
+            allowed[node] |= set(group)
+    for spoke in spokes:
+        allowed[hub].add(spoke)
+        allowed[spoke].add(hub)
+    placed = {node for group in groups for node in group} | {hub, *spokes}
+    return {node: frozenset(n for n in placed if n not in allowed[node]) if node in placed else frozenset()
+            for node in nodes}
+
+
+class Figure8Partition:
+    """Drive the figure-8 sequence of partitions in a background thread; stop heals."""
+
+    name = "figure-8-partition"
+    description = ("the Raft paper's figure 8 against the current leader: old leader's tail "
+                   "replicated by a later leader, then overwritten (needs 5 members)")
+    min_nodes = MIN_MEMBERS
+
+    def __init__(self, step_timeout: Duration = 4.0, lease: Duration = 0.7, poll: Duration = 0.05) -> None:
+        self.step_timeout = step_timeout
+        self.lease = lease
+        self.poll = poll
+        self._stopped = threading.Event()
+        self._worker: threading.Thread | None = None
+
+    def start(self, ctx: FaultContext) -> Applied:
+        members = ctx.candidates()
+        if len(members) < MIN_MEMBERS:
+            raise TargetError(f"{self.name} needs at least {MIN_MEMBERS} members, there are {len(members)}")
+        namesrv = next((node for node in ctx.names
+                        if any(getattr(p, "role", "") == "namesrv" for p in ctx.processes(node))), None)
+        if namesrv is None:
+            raise TargetError(f"{self.name} needs a nameserver process to steer clients by; the SUT has none")
+        leader = ctx.find_leader()
+        handle = Applied(targets=[], details={"namesrv_node": namesrv, "steps": []})
+        if leader is None:
+            handle.details["note"] = "no leader found"
+            return handle
+        handle.targets = [leader]
+        self._switch(ctx, handle, self._step1(members, namesrv, leader), "1: leader and nameserver cut off")
+        self._worker = threading.Thread(target=self._play, args=(ctx, handle, members, namesrv, leader),
+                                        name=self.name, daemon=True)
+        self._worker.start()
+        return handle
+
+    @staticmethod
+    def _step1(members: Sequence[str], namesrv: str, leader: str) -> shapes.Grudge:
+        nodes = list(dict.fromkeys([*members, namesrv]))
+        return shapes.from_components([[leader, namesrv], [n for n in nodes if n not in (leader, namesrv)]])
+
+    def _play(self, ctx: FaultContext, handle: Applied, members: Sequence[str], namesrv: str, old: str) -> None:
+        nodes = list(dict.fromkeys([*members, namesrv]))
+        try:
+            if old == namesrv:
+                # Step 1 isolated the nameserver's node alone: start over from the leader the
+                # others elect, which clients can only reach once it is cut off with that node.
+                moved = self._await_leader(ctx, [n for n in members if n != namesrv])
+                if moved is None:
+                    return
+                old = moved
+                self._switch(ctx, handle, self._step1(members, namesrv, old), f"1: {old} and nameserver cut off")
+            others = [n for n in members if n not in (old, namesrv)]
+            new = self._await_leader(ctx, others)
+            if new is None:
+                return
+            rest = [n for n in others if n != new]
+            self._switch(ctx, handle, hub_grudge(nodes, [[new, namesrv]], old, rest),
+                         f"2: {new} with the nameserver, {old} hub of {', '.join(rest)}")
+            lease_end = time.monotonic() + self.lease
+            if self._await_leader(ctx, [old]) is None or self._stopped.wait(max(0.0, lease_end - time.monotonic())):
+                return
+            self._switch(ctx, handle, hub_grudge(nodes, [[old, namesrv]], new, rest),
+                         f"3: {old} with the nameserver, {new} hub of {', '.join(rest)}")
+            if self._await_leader(ctx, [new]) is None:
+                return
+            self._switch(ctx, handle, shapes.isolate(old, nodes), f"4: {old} cut off")
+        except Exception as error:  # noqa: BLE001 - the window's stop (or the final heal) undoes it
+            log.warning("%s: sequence ended: %s", self.name, error)
+
+    def _await_leader(self, ctx: FaultContext, among: Sequence[str]) -> str | None:
+        """The leader once it is one of `among`; None when the step timed out or the fault stopped."""
+        deadline = time.monotonic() + self.step_timeout
+        while not self._stopped.is_set() and time.monotonic() < deadline:
+            leader = ctx.leader(ctx.leader_role())
+            if leader in among:
+                return leader
+            self._stopped.wait(self.poll)
+        return None
+
+    def _switch(self, ctx: FaultContext, handle: Applied, grudge: shapes.Grudge, step: str) -> None:
+        """Put the new grudge on, then take the previous one off (never a moment fully healed);
+        handle.grudge is what the window's stop event records."""
+        def job(node: str):
+            peers = [ctx.address(other) for other in sorted(grudge[node])]
+
+            def run(record: Record) -> None:
+                record(nuclei.drop(ctx.pool, ctx.journal, node, peers), None)
+            return run
+
+        previous = handle.actions
+        handle.actions = apply_all(ctx, f"{self.name} step {step[0]}",
+                                   {node: job(node) for node in grudge if grudge[node]})
+        undo_all(ctx, previous)
+        handle.grudge = shapes.to_json(grudge)
+        handle.details["steps"].append(step)  # recorded in the start event: step 1 only
+        log.info("%s: step %s", self.name, step)
+
+    def stop(self, ctx: FaultContext, handle: Applied) -> None:
+        self._stopped.set()
+        if self._worker is not None:
+            self._worker.join()  # its current step finishes, so its rules are all in handle.actions
+        undo_all(ctx, handle.actions)
+
+
+register(Figure8Partition, origin="builtin")
