@@ -25,8 +25,11 @@ A correct Raft (a new leader commits an entry of its own term first) stays
 consistent: in step 2 L's no-op commits X, and in step 3 the members then
 refuse M. A step whose election does not come within `step_timeout` seconds
 ends the sequence where it is (the partition stays until the window ends).
-Needs at least five members (with three, the nameserver's node is always one
-of the two sides); the nameserver's node is found from the SUT's processes.
+When the leader is on the nameserver's node, step 1 first isolates that node
+alone until another member is elected, heals for `lease` seconds (the new
+leader registers), and starts over from that leader. Needs at least five
+members (with three, the nameserver's node is always one of the two sides);
+the nameserver's node is found from the SUT's processes.
 """
 from __future__ import annotations
 
@@ -109,11 +112,15 @@ class Figure8Partition:
         try:
             if old == namesrv:
                 # Step 1 isolated the nameserver's node alone: start over from the leader the
-                # others elect, which clients can only reach once it is cut off with that node.
+                # others elect, once it had the whole cluster for a lease (it registers with
+                # the nameserver, so clients reach it when step 1 cuts it off with S).
                 moved = self._await_leader(ctx, [n for n in members if n != namesrv])
                 if moved is None:
                     return
                 old = moved
+                self._switch(ctx, handle, {}, f"0: {old} elected, all links back")
+                if self._stopped.wait(self.lease):
+                    return
                 self._switch(ctx, handle, self._step1(members, namesrv, old), f"1: {old} and nameserver cut off")
             others = [n for n in members if n not in (old, namesrv)]
             new = self._await_leader(ctx, others)

@@ -115,6 +115,7 @@ TIMINGS: dict[str, dict[str, int]] = {
         "raft_max_vote_interval_ms": 1000,
         "raft_resend_ms": 1000,
         "raft_vote_wait_ms": 2000,               # vote round: 2000 ms + random(maxVoteIntervalMs)
+        "raft_max_wait_ack_ms": 2500,            # maxWaitAckTimeMs: an append waits this long for commit
         # Controller mode (RIP-44)
         "controller_heartbeat_interval_ms": 1000,   # broker -> every controller
         "controller_heartbeat_timeout_ms": 10000,   # controllerHeartBeatTimeoutMills
@@ -265,6 +266,7 @@ DLEDGER_HA: dict[str, Any] = {
     "max_vote_interval_ms": Timing("raft_max_vote_interval_ms"),
     "resend_ms": Timing("raft_resend_ms"),
     "vote_wait_ms": Timing("raft_vote_wait_ms"),
+    "max_wait_ack_ms": Timing("raft_max_wait_ack_ms"),
 }
 
 

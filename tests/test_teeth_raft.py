@@ -1,7 +1,8 @@
-"""`raft-vote-ignores-log` on one Raft follower, driven through its append handler: with
-the election restriction a leader that orders committed entries cut is refused; with
-the bug switched on the follower obeys, as a Raft follower does, and its state machine
-is rebuilt from the shorter log, so what it had applied is gone (docs/teeth.md)."""
+"""`raft-vote-ignores-log` and `raft-commit-prior-term` on one Raft follower, driven through
+its append handler: with the election restriction and the current-term commit rule a
+leader that orders committed entries cut is refused; with either bug switched on the
+follower obeys, as a Raft follower does, and its state machine is rebuilt from the
+shorter log, so what it had applied is gone (docs/teeth.md)."""
 from __future__ import annotations
 
 import asyncio
@@ -58,9 +59,9 @@ async def stale_leader_cuts_after_index_1(node: RaftNode) -> Command:
     return await node._on_append(append(3, "n2", "truncate", index=1, index_term=1), None)
 
 
-@pytest.fixture
-def bug_on():
-    bugs.switch_on(["raft-vote-ignores-log"])
+@pytest.fixture(params=["raft-vote-ignores-log", "raft-commit-prior-term"])
+def bug_on(request):
+    bugs.switch_on([request.param])
     yield
     bugs.switch_on([])
 

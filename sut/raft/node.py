@@ -658,14 +658,15 @@ class RaftNode:
     def _cut_committed(self, index: int) -> bool:
         """A leader asks to cut committed entries after `index`: whether to obey.
 
-        With the election restriction a leader holds every committed entry
-        (Leader Completeness, Raft 5.4.3), so such a request means a broken
-        invariant and is refused. Without it (`raft-vote-ignores-log`) nothing
-        backs that guarantee: the follower obeys, as a Raft or DLedger follower
-        does, drops its commit index to `index` and rebuilds its state machine
-        from the shorter log.
+        With the election restriction and the current-term commit rule a
+        leader holds every committed entry (Leader Completeness, Raft 5.4.3), so
+        such a request means a broken invariant and is refused. Without either
+        (`raft-vote-ignores-log`, `raft-commit-prior-term`) nothing backs that
+        guarantee: the follower obeys, as a Raft or DLedger follower does, drops
+        its commit index to `index` and rebuilds its state machine from the
+        shorter log.
         """
-        if not bugs.on("raft-vote-ignores-log"):
+        if not (bugs.on("raft-vote-ignores-log") or bugs.on("raft-commit-prior-term")):
             self.log.error("refusing to cut committed entries after %d (commit %d)", index,
                            self.commit_index)
             return False
