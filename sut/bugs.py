@@ -35,7 +35,8 @@ BUGS: dict[str, Bug] = {bug.name: bug for bug in (
         "DLedger leaders appended no no-op before openmessaging/dledger issue 305",
         "lost after consume and inconsistent offsets: an older-term entry counted committed (and "
         "read) is overwritten by a later leader holding an entry of a term in between",
-        ("partition",), ("dledger",), ("broker",), needs_faults=("partition-majorities-ring",)),
+        ("partition",), ("dledger",), ("broker",),
+        needs_faults=("partition-majorities-ring", "figure-8-partition")),
     Bug("raft-commit-without-quorum",
         "the Raft leader counts an entry committed as soon as it has it itself",
         "Raft paper section 5.3 (an entry is committed once a majority stores it)",
