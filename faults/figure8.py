@@ -11,13 +11,13 @@ drives them, each step waiting until the election it needs has happened:
    cannot register with the nameserver) and so appends nothing;
 2. M joins S alone: M registers, clients send to it and it appends entries Y of
    its newer term that reach at most S, until its leadership lapses (`lease`
-   seconds: the SUT's election timeout, 0.6 s at `timing: fast`); L becomes the
-   hub of the remaining members (they see L, not each other, so only L can
-   win) and is elected with X as its newest entries: it replicates X to them,
-   a majority;
-3. L joins S alone: L registers and consumers read X; M becomes the hub of the
-   remaining members, who hold X but not L's newer entries, so M (newest term
-   in its log: Y's) is elected and overwrites X with Y;
+   seconds: the SUT's election timeout, 0.6 s at `timing: fast`); L joins the
+   remaining members, a majority whose logs are all behind L's (only L can
+   gather their votes), is elected and replicates X to them;
+3. L joins S alone: L registers and consumers read X; M joins the remaining
+   members, who hold X but not L's newer entries: M's newest entry (Y) is of a
+   newer term than X, so only M can gather their votes; it is elected and
+   overwrites X with Y;
 4. L alone is cut off until the window ends, so M's side takes client writes
    of M's term before L can come back and win with its log.
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Sequence
 
 import nuclei
 from faults import grudge as shapes
@@ -49,22 +49,6 @@ from faults.targets import TargetError
 log = logging.getLogger(__name__)
 
 MIN_MEMBERS = 5
-
-
-def hub_grudge(nodes: Sequence[str], groups: Iterable[Collection[str]], hub: str,
-               spokes: Collection[str]) -> shapes.Grudge:
-    """Who drops whom: each of `groups` talks only within itself, and `hub` with each of
-    `spokes`, which do not talk to each other. Nodes in neither keep every link."""
-    allowed: dict[str, set[str]] = {node: {node} for node in nodes}
-    for group in groups:
-        for node in group:
-            allowed[node] |= set(group)
-    for spoke in spokes:
-        allowed[hub].add(spoke)
-        allowed[spoke].add(hub)
-    placed = {node for group in groups for node in group} | {hub, *spokes}
-    return {node: frozenset(n for n in placed if n not in allowed[node]) if node in placed else frozenset()
-            for node in nodes}
 
 
 class Figure8Partition:
@@ -127,13 +111,13 @@ class Figure8Partition:
             if new is None:
                 return
             rest = [n for n in others if n != new]
-            self._switch(ctx, handle, hub_grudge(nodes, [[new, namesrv]], old, rest),
-                         f"2: {new} with the nameserver, {old} hub of {', '.join(rest)}")
+            self._switch(ctx, handle, shapes.from_components([[new, namesrv], [old, *rest]]),
+                         f"2: {new} with the nameserver, {old} with {', '.join(rest)}")
             lease_end = time.monotonic() + self.lease
             if self._await_leader(ctx, [old]) is None or self._stopped.wait(max(0.0, lease_end - time.monotonic())):
                 return
-            self._switch(ctx, handle, hub_grudge(nodes, [[old, namesrv]], new, rest),
-                         f"3: {old} with the nameserver, {new} hub of {', '.join(rest)}")
+            self._switch(ctx, handle, shapes.from_components([[old, namesrv], [new, *rest]]),
+                         f"3: {old} with the nameserver, {new} with {', '.join(rest)}")
             if self._await_leader(ctx, [new]) is None:
                 return
             self._switch(ctx, handle, shapes.isolate(old, nodes), f"4: {old} cut off")
