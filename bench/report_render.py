@@ -41,39 +41,59 @@ def in_fault(t_ms: float) -> bool:
     return (t_ms / 1000) % FAULT_EVERY_S >= FAULT_EVERY_S - FAULT_FOR_S
 
 
+QUEUES = 8
+POLL_BATCH = 8
+MAX_LOST = 300  # anomalies stay bounded whatever the size, as in a real run
+
+
 def generate(run: Path, ops: int, seed: int = 1) -> None:
-    """Raw events of a queue run with `ops` operations, one file per client worker."""
+    """Raw events of a mostly valid queue run with `ops` operations, one file per client worker.
+
+    Each ok send is appended to its queue's log at the next offset; polls read
+    each queue in order from where the consumers left off. Inside fault
+    windows a few acknowledged sends are lost the way an unclean failover
+    loses them (their offset is reused by the next message), at most
+    MAX_LOST of them: each a `lost` message and an `inconsistent_offsets`
+    offset, the rest of the history valid."""
     rng = random.Random(seed)
     (run / "history").mkdir(parents=True, exist_ok=True)
     files = [open(run / "history" / f"worker-{w}.jsonl", "w") for w in range(PROCESSES)]
     process = list(range(PROCESSES))
-    sent: list[tuple[int, int]] = []
+    logs: list[list[int]] = [[] for _ in range(QUEUES)]   # queue -> ids by offset
+    consumed = [0] * QUEUES                               # queue -> next offset to poll
+    lost = 0
     step_ms = DURATION_S * 1000 / ops
     next_id = 0
     for n in range(ops):
         worker, t = n % PROCESSES, n * step_ms
-        out, p = files[worker], process[worker]
+        out, p, node = files[worker], process[worker], f"n{1 + worker % 3}"
 
         def write(kind: str, f: str, key, value, at: float, **extra) -> None:
             out.write(json.dumps({"process": p, "type": kind, "f": f, "key": key, "value": value,
                                   "time": int(at * MS), **extra}) + "\n")
         latency = rng.uniform(1, 8) * (20 if in_fault(t) else 1)
-        if rng.random() < 0.75 or not sent:
-            key, message = next_id % 8, {"id": next_id, "payload": f"m{next_id}"}
+        queue = n // PROCESSES % QUEUES
+        if rng.random() < 0.75 or consumed[queue] >= len(logs[queue]):
+            message = {"id": next_id, "payload": f"m{next_id}"}
             next_id += 1
-            write("invoke", "send", key, message, t)
+            write("invoke", "send", queue, message, t)
             if in_fault(t) and rng.random() < 0.05:
-                write("info", "send", key, message, t + latency, node=f"n{1 + worker % 3}", error="timeout")
+                write("info", "send", queue, message, t + latency, node=node, error="timeout")
                 process[worker] += PROCESSES  # Jepsen's rule: an info retires the process
                 continue
-            write("ok", "send", key, {**message, "queue": key, "offset": n}, t + latency, node=f"n{1 + worker % 3}")
-            if rng.random() > 0.0005:
-                sent.append((message["id"], key))
+            offset = len(logs[queue])
+            write("ok", "send", queue, {**message, "queue": queue, "offset": offset}, t + latency, node=node)
+            if in_fault(t) and lost < MAX_LOST and rng.random() < 0.01:
+                lost += 1   # acknowledged, then truncated away: the next send gets the same offset
+            else:
+                logs[queue].append(message["id"])
         else:
-            batch, sent = sent[:8], sent[8:]
-            write("invoke", "poll", None, {"offset": 0}, t)
-            write("ok", "poll", None, [{"id": i, "key": k, "queue": k, "offset": 0} for i, k in batch],
-                  t + latency, node=f"n{1 + worker % 3}")
+            start = consumed[queue]
+            batch = logs[queue][start:start + POLL_BATCH]
+            consumed[queue] += len(batch)
+            write("invoke", "poll", queue, {"offset": start}, t)
+            write("ok", "poll", queue, [{"id": i, "key": queue, "queue": queue, "offset": start + k}
+                                        for k, i in enumerate(batch)], t + latency, node=node)
     for out in files:
         out.close()
     with open(run / "nemesis.jsonl", "w") as out:
@@ -115,16 +135,23 @@ def page_load_times(pages: list[Path]) -> list[float]:
     return times
 
 
-def measure(data: Path, ops: int) -> dict[str, float]:
-    """Generate and check a run of `ops` operations once (cached), then render it and load its pages."""
+def prepare(data: Path, ops: int) -> Path:
+    """Generate and check a run of `ops` operations once (cached under `data`)."""
     run = data / f"ops-{ops}" / "runs" / "bench"
     if not (run / "results.json").is_file():
-        generate(run, ops)
+        if not (run / "run.json").is_file():  # written last: the history is complete
+            generate(run, ops)
         from checkers.pipeline import check_runs
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         start = time.perf_counter()
         check_runs([run])
         print(f"{ops:,} operations checked once (cached): {time.perf_counter() - start:.1f} s", flush=True)
+    return run
+
+
+def measure(data: Path, ops: int) -> dict[str, float]:
+    """Render a prepared run of `ops` operations and load its pages."""
+    run = prepare(data, ops)
     render_s = timed_render(run)
     report = run / "report"
     loads = page_load_times([report / "index.html", report / "timeline.html"])

@@ -249,3 +249,23 @@ def test_a_run_above_the_detail_limit_gets_aggregates_and_range_pages(tmp_path, 
         drawn += [c[0] for t in ops for c in t["customdata"]]
         assert '../timeline.html' in page and "../../assets/report.js" in page
     assert sorted(drawn) == list(range(35))  # every operation on exactly one range page
+
+
+def test_a_big_run_holds_only_the_operations_its_anomalies_name_and_still_places_them(tmp_path, monkeypatch):
+    from reports import run_report
+    from reports.load import load_run
+    monkeypatch.setattr(run_report, "DETAIL_LIMIT", 10)
+    lost = {"category": "lost", "id": "17", "key": "0", "sends": 1, "send_outcome": "ok", "consumed": 0}
+    queue = {"valid": False, "counts": {"lost": 1}, "lost": [lost], "problems": []}
+    run = make_run(tmp_path, json.dumps(results(queue=queue)))
+    write_history_table(run, 35)
+    view = run_report.history_view(load_run(run))
+    assert view.aggregated and view.operations == 35
+    assert view.history.index == [17]  # the lost message's send, not the 35 operations
+    reports.render_run(run)
+    timeline = (run / "report" / "timeline.html").read_text()
+    details = json.loads(re.search(r'<script type="application/json" id="anomaly-data">(.*?)</script>',
+                                   timeline, re.S).group(1))["lost-0"]
+    assert [op["index"] for op in details["ops"]] == [17]
+    assert details["detail_href"] == "timeline/range-1.html#anomaly-lost-0"  # ops 10-19
+    assert ["acked at (s)", 1.705] in details["fields"] and ["node that acked", "n1"] in details["fields"]
