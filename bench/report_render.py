@@ -1,20 +1,19 @@
 """Benchmark of the run report as runs grow: 1,000, 100,000 and 1,000,000 operations.
 
     .venv/bin/python bench/report_render.py                       # 1,000 / 100,000 / 1,000,000
-    .venv/bin/python bench/report_render.py --ops 1000 100000 1000000 10000000
+    .venv/bin/python bench/report_render.py --ops 1000 100000 1000000 5000000   # 5 M ops: 10 M events
 
 A synthetic queue run (64 client processes over 300 s, so the rate grows with
-the size; sends:polls about 3:1 on 8 queues; every ok send appended at its
-queue's next offset and polls reading each queue in order; a 20 s fault window
-every 60 s in which some sends time out and retire their process and, at most
-MAX_LOST times, an acknowledged send is lost and its offset reused: a `lost`
-message and an `inconsistent_offsets` offset) is generated once and checked
-once by the real checkers (cached under --data). Then, each in a fresh process:
-rendering report/index.html + timeline.html (`reports.render_run`; above
-20,000 operations the pages draw the checkers' aggregates and the timeline's
-detail goes to range pages), and loading each page in Debian's Chromium
-(headless, Playwright) until every chart is drawn (the fastest of LOADS loads). Printed per size: render
-time and peak memory, page load times, sizes; then a table with the ratios the
+the size; 8 of them consumers, one per queue, the others producers; a 20 s
+fault window every 60 s with slower operations, some sends timing out and, at
+most MAX_LOST times, an acknowledged send lost and its offset reused: a
+`lost` message and an `inconsistent_offsets` offset; otherwise valid) is
+generated once and checked once by the real checkers (cached under --data).
+Then, each in a fresh process: rendering report/index.html + timeline.html
+(`reports.render_run`; above 20,000 operations the pages draw the checkers'
+aggregates and the timeline's detail goes to range pages), and loading each
+page in Debian's Chromium (headless, Playwright) until every chart is drawn
+(the fastest of LOADS loads). Printed per size: render time and peak memory, page load times, sizes; then a table with the ratios the
 docs state as aims (render vs the 100,000-op run, pages vs the 1,000-op run,
 on the same box).
 """
@@ -53,22 +52,24 @@ MAX_LOST = 300  # anomalies stay bounded whatever the size, as in a real run
 def generate(run: Path, ops: int, seed: int = 1) -> None:
     """Raw events of a mostly valid queue run with `ops` operations, one file per client worker.
 
-    Each ok send is appended to its queue's log at the next offset; polls read
-    each queue in order from where the consumers left off. Inside fault
-    windows a few acknowledged sends are lost the way an unclean failover
-    loses them (their offset is reused by the next message), at most
-    MAX_LOST of them: each a `lost` message and an `inconsistent_offsets`
-    offset. Polls of a queue run concurrently (any worker polls), so a slow
-    poll's items are consumed after a faster later poll's: the checker reports
-    those as poll skips (about 3 % of the operations)."""
+    Workers 0..QUEUES-1 are the consumers, one per queue, each polling its
+    queue in order from where it left off; the others send, each ok send
+    appended to its queue's log at the next offset. Every worker completes an
+    operation before it invokes its next (latencies stay below the spacing of
+    its operations, longer inside fault windows). Inside fault windows some
+    sends time out (info: the process retires) and, at most MAX_LOST times, an
+    acknowledged send is lost the way an unclean failover loses it: its offset
+    is reused by the next message, a `lost` message and an
+    `inconsistent_offsets` offset. The rest of the history is valid."""
     rng = random.Random(seed)
     (run / "history").mkdir(parents=True, exist_ok=True)
     files = [open(run / "history" / f"worker-{w}.jsonl", "w") for w in range(PROCESSES)]
     process = list(range(PROCESSES))
     logs: list[list[int]] = [[] for _ in range(QUEUES)]   # queue -> ids by offset
-    consumed = [0] * QUEUES                               # queue -> next offset to poll
+    consumed = [0] * QUEUES                               # queue -> next offset its consumer polls
     lost = 0
     step_ms = DURATION_S * 1000 / ops
+    spacing_ms = PROCESSES * step_ms                      # between two operations of one worker
     next_id = 0
     for n in range(ops):
         worker, t = n % PROCESSES, n * step_ms
@@ -77,29 +78,29 @@ def generate(run: Path, ops: int, seed: int = 1) -> None:
         def write(kind: str, f: str, key, value, at: float, **extra) -> None:
             out.write(json.dumps({"process": p, "type": kind, "f": f, "key": key, "value": value,
                                   "time": int(at * MS), **extra}) + "\n")
-        latency = rng.uniform(1, 8) * (20 if in_fault(t) else 1)
-        queue = n // PROCESSES % QUEUES
-        if rng.random() < 0.75 or consumed[queue] >= len(logs[queue]):
-            message = {"id": next_id, "payload": f"m{next_id}"}
-            next_id += 1
-            write("invoke", "send", queue, message, t)
-            if in_fault(t) and rng.random() < 0.05:
-                write("info", "send", queue, message, t + latency, node=node, error="timeout")
-                process[worker] += PROCESSES  # Jepsen's rule: an info retires the process
-                continue
-            offset = len(logs[queue])
-            write("ok", "send", queue, {**message, "queue": queue, "offset": offset}, t + latency, node=node)
-            if in_fault(t) and lost < MAX_LOST and rng.random() < 0.01:
-                lost += 1   # acknowledged, then truncated away: the next send gets the same offset
-            else:
-                logs[queue].append(message["id"])
-        else:
-            start = consumed[queue]
+        latency = spacing_ms * (rng.uniform(0.3, 0.9) if in_fault(t) else rng.uniform(0.02, 0.15))
+        if worker < QUEUES:
+            queue, start = worker, consumed[worker]
             batch = logs[queue][start:start + POLL_BATCH]
             consumed[queue] += len(batch)
             write("invoke", "poll", queue, {"offset": start}, t)
             write("ok", "poll", queue, [{"id": i, "key": queue, "queue": queue, "offset": start + k}
                                         for k, i in enumerate(batch)], t + latency, node=node)
+            continue
+        queue = (n // PROCESSES + worker) % QUEUES
+        message = {"id": next_id, "payload": f"m{next_id}"}
+        next_id += 1
+        write("invoke", "send", queue, message, t)
+        if in_fault(t) and rng.random() < 0.05:
+            write("info", "send", queue, message, t + latency, node=node, error="timeout")
+            process[worker] += PROCESSES  # Jepsen's rule: an info retires the process
+            continue
+        offset = len(logs[queue])
+        write("ok", "send", queue, {**message, "queue": queue, "offset": offset}, t + latency, node=node)
+        if in_fault(t) and lost < MAX_LOST and rng.random() < 0.01:
+            lost += 1   # acknowledged, then truncated away: the next send gets the same offset
+        else:
+            logs[queue].append(message["id"])
     for out in files:
         out.close()
     with open(run / "nemesis.jsonl", "w") as out:
