@@ -117,13 +117,16 @@ def folder_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def timed_render(run: Path) -> tuple[float, float]:
-    """Seconds to render the run's report in a fresh process, and that process's peak RSS (MiB)."""
-    code = ("import resource, time, reports, sys; t = time.perf_counter(); reports.render_run(sys.argv[1]); "
-            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+def timed_render(run: Path) -> tuple[float, float, float]:
+    """Rendering the run's report in a fresh process: wall seconds, CPU seconds (user +
+    system: steadier than wall time on a shared box) and peak RSS (MiB)."""
+    code = ("import resource, time, reports, sys; t = time.perf_counter(); c = time.process_time(); "
+            "reports.render_run(sys.argv[1]); "
+            "print(time.perf_counter() - t, time.process_time() - c, "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
     out = subprocess.run([sys.executable, "-c", code, str(run)], check=True, capture_output=True, text=True)
-    seconds, rss = out.stdout.split()
-    return float(seconds), float(rss)
+    seconds, cpu, rss = out.stdout.split()
+    return float(seconds), float(cpu), float(rss)
 
 
 LOADS = 3  # each page is loaded this many times, the fastest kept: the box is shared
@@ -168,17 +171,17 @@ def prepare(data: Path, ops: int) -> Path:
 def measure(data: Path, ops: int) -> dict[str, float]:
     """Render a prepared run of `ops` operations and load its pages."""
     run = prepare(data, ops)
-    render_s, rss_mib = timed_render(run)
+    render_s, cpu_s, rss_mib = timed_render(run)
     report = run / "report"
     loads = page_load_times([report / "index.html", report / "timeline.html"])
-    figures = {"render_s": render_s, "rss_mib": rss_mib, "index_s": loads[0], "timeline_s": loads[1],
+    figures = {"render_s": render_s, "cpu_s": cpu_s, "rss_mib": rss_mib, "index_s": loads[0], "timeline_s": loads[1],
                "index_mib": (report / "index.html").stat().st_size / 2**20,
                "timeline_mib": (report / "timeline.html").stat().st_size / 2**20,
                "history_mib": folder_size(run / "history") / 2**20,
                "report_mib": folder_size(report) / 2**20,
                "ranges": len(list((report / "timeline").glob("range-*.html")))}
-    print(f"{ops:,} operations: render {render_s:.2f} s (peak RSS {rss_mib:,.0f} MiB); load until charts drawn: "
-          f"index {loads[0]:.2f} s, timeline {loads[1]:.2f} s; index.html {figures['index_mib']:.2f} MiB, "
+    print(f"{ops:,} operations: render {render_s:.2f} s (CPU {cpu_s:.2f} s, peak RSS {rss_mib:,.0f} MiB); "
+          f"load until charts drawn: index {loads[0]:.2f} s, timeline {loads[1]:.2f} s; index.html {figures['index_mib']:.2f} MiB, "
           f"timeline.html {figures['timeline_mib']:.2f} MiB, {figures['ranges']} range pages, "
           f"report/ {figures['report_mib']:.1f} MiB, raw history {figures['history_mib']:.0f} MiB", flush=True)
     return figures
@@ -186,6 +189,7 @@ def measure(data: Path, ops: int) -> dict[str, float]:
 
 ROWS = (("raw history (MiB)", "history_mib", "{:,.0f}", None),
         ("render: index, timeline, range pages, downloads (s)", "render_s", "{:.1f}", 100_000),
+        ("render CPU time, user + system (s)", "cpu_s", "{:.1f}", 100_000),
         ("render peak RSS (MiB)", "rss_mib", "{:,.0f}", None),
         ("index.html (MiB)", "index_mib", "{:.2f}", 1_000),
         ("timeline.html (MiB)", "timeline_mib", "{:.2f}", 1_000),
