@@ -13,7 +13,8 @@ Then, each in a fresh process: rendering report/index.html + timeline.html
 (`reports.render_run`; above 20,000 operations the pages draw the checkers'
 aggregates and the timeline's detail goes to range pages), and loading each
 page in Debian's Chromium (headless, Playwright) until every chart is drawn
-(the fastest of LOADS loads). Printed per size: render time and peak memory, page load times, sizes; then a table with the ratios the
+(the fastest of LOADS loads). Printed per size: render time (wall and CPU)
+and peak memory, page load times, sizes; then a table with the ratios the
 docs state as aims (render vs the 100,000-op run, pages vs the 1,000-op run,
 on the same box).
 """
@@ -181,7 +182,8 @@ def measure(data: Path, ops: int) -> dict[str, float]:
                "report_mib": folder_size(report) / 2**20,
                "ranges": len(list((report / "timeline").glob("range-*.html")))}
     print(f"{ops:,} operations: render {render_s:.2f} s (CPU {cpu_s:.2f} s, peak RSS {rss_mib:,.0f} MiB); "
-          f"load until charts drawn: index {loads[0]:.2f} s, timeline {loads[1]:.2f} s; index.html {figures['index_mib']:.2f} MiB, "
+          f"load until charts drawn: index {loads[0]:.2f} s, timeline {loads[1]:.2f} s; "
+          f"index.html {figures['index_mib']:.2f} MiB, "
           f"timeline.html {figures['timeline_mib']:.2f} MiB, {figures['ranges']} range pages, "
           f"report/ {figures['report_mib']:.1f} MiB, raw history {figures['history_mib']:.0f} MiB", flush=True)
     return figures
