@@ -80,7 +80,10 @@ def history_chunks(run_dir: Path, rows: int) -> Iterator[History]:
     import pyarrow.dataset as ds
     path, _ = _missing(run_dir)
     buffer: dict[str, list] = {c: [] for c in COLUMNS}
-    for batch in ds.dataset(path, format="parquet").to_batches(columns=COLUMNS, batch_size=rows):
+    # One part file and a batch ahead at most: pyarrow's default reads four files ahead.
+    batches = ds.dataset(path, format="parquet").to_batches(columns=COLUMNS, batch_size=rows,
+                                                            batch_readahead=1, fragment_readahead=1)
+    for batch in batches:
         for name, values in batch.to_pydict().items():
             buffer[name].extend(values)
         while len(buffer["index"]) >= rows:
