@@ -23,6 +23,7 @@ from typing import Any
 import nuclei
 from harness.store import StoreError, read_json, write_json, write_text
 from inventory import InventoryError, Pool, load, local, netns
+from nuclei.journal import JournalError
 
 
 def leases_dir() -> Path:
@@ -134,6 +135,6 @@ def _heal_and_stop(run_dir: Path, record: dict[str, Any], cluster: dict[str, Any
                     return "; ".join(report.errors)
             for node in inventory.nodes:
                 nuclei.lazyfs.sweep(pool, node.name, node.workdir)
-    except (InventoryError, DeployError, nuclei.NucleusError, nuclei.JournalError, OSError) as error:
+    except (InventoryError, DeployError, nuclei.NucleusError, JournalError, OSError) as error:
         return f"{type(error).__name__}: {error}"
     return None

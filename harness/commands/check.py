@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.cli import UserError
+from records import version_problem_of
 
 VERDICTS = {True: "[green]ok[/]", False: "[red bold]FAIL[/]", "unknown": "[yellow]?[/]"}
 SECTIONS = ("stats", "queue", "order", "linearizable", "rto", "perf")
@@ -108,6 +109,10 @@ def check(store_dirs: tuple[Path, ...], spark_master: str | None, confs: tuple[s
         runs = find_runs(store_dirs)
     except CheckError as exc:
         raise UserError(str(exc)) from None
+    for run in runs:  # a run the checkers cannot read right: refused before Spark starts
+        old = version_problem_of(Path(run) / "run.json")
+        if old is not None:
+            raise UserError(old)
     console = Console()
     with Progress(TextColumn("{task.description:<28}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as progress:
