@@ -39,8 +39,8 @@ def apply_all(ctx: FaultContext, what: str, jobs: Mapping[str, Callable[[Record]
 def undo_all(ctx: FaultContext, actions: list[AppliedAction]) -> None:
     """Undo actions node by node in parallel, newest first; raises the first error after all ran."""
     by_node: dict[str, list[AppliedAction]] = defaultdict(list)
-    for action in actions:
-        by_node[action.entry.node].append(action)
+    for entry, process in actions:  # a plugin's plain (entry, process) pairs too
+        by_node[entry.node].append(AppliedAction(entry, process))
 
     def undo_node(node: str) -> None:
         for action in reversed(by_node[node]):
