@@ -41,7 +41,8 @@ from faults.schedule import FaultSpec, ScheduleSpec, ScheduledEvent, plan
 from faults.targets import normalize_roles
 from faults.validate import validate
 from harness.cluster_state import FILE_NAME as CLUSTER_FILE, ClusterRecorder
-from harness.signals import deferred_stop, run_stoppable, stop_reason
+from harness.console import LiveStatus, deferred_sigint, live_display, please_wait
+from harness.signals import run_stoppable, stop_reason
 from harness.stale import release_lease, take_lease
 from harness import schedule as schedule_file
 from harness.spec import RunSpec
@@ -55,7 +56,7 @@ from workloads.clients import Endpoints
 from workloads.generator import GeneratorSpec, LazyPlan, PlannedOp
 from workloads.history import Clock, EventLog
 from workloads.register import serves_kv
-from workloads.runner import Progress, WorkloadRun
+from workloads.runner import WorkloadRun
 
 REPO = Path(__file__).resolve().parent.parent
 HEALTHY_TIMEOUT_S = 90.0
@@ -197,7 +198,7 @@ class RunRecord:
             self.save()
 
     @contextlib.contextmanager
-    def phase(self, name: str, progress: "LiveStatus | None" = None) -> Iterator[None]:
+    def phase(self, name: str, progress: LiveStatus | None = None) -> Iterator[None]:
         if progress is not None:
             progress.phase = name
         self.phase_start(name)
@@ -213,65 +214,6 @@ class RunOutcome:
     status: str          # complete | interrupted | error
     valid: Any           # True | False | "unknown" | None (no verdict)
     error: str | None
-
-
-# -- live progress ------------------------------------------------------------------------
-
-class LiveStatus:
-    """Elapsed time, phase, ops ok/fail/info and the current fault, for rich.Live."""
-
-    def __init__(self, spec: RunSpec) -> None:
-        self.spec = spec
-        self.began = time.monotonic()
-        self.phase = "starting"
-        self.ops = Progress()
-        self.fault = "quiet"
-
-    def line(self) -> str:
-        done = self.ops.completions
-        return (f"[{time.monotonic() - self.began:6.1f}s] {self.phase:<9} "
-                f"ok {done['ok']:>5}  fail {done['fail']:>4}  info {done['info']:>4}  "
-                f"in flight {self.ops.in_flight:>3}  fault: {self.fault}")
-
-    def __rich__(self) -> str:
-        return self.line()
-
-
-@contextlib.contextmanager
-def live_display(status: LiveStatus, console: Any, enabled: bool) -> Iterator[None]:
-    """A live status line on a terminal; a line every 10 s otherwise (logs, CI)."""
-    if not enabled:
-        yield
-        return
-    if console.is_terminal:
-        from rich.live import Live
-        with Live(status, console=console, refresh_per_second=4, transient=False):
-            yield
-        return
-    stop = threading.Event()
-
-    def ticker() -> None:
-        while not stop.wait(10):
-            console.print(status.line(), highlight=False, soft_wrap=True)
-    thread = threading.Thread(target=ticker, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        console.print(status.line(), highlight=False, soft_wrap=True)
-
-
-def please_wait(console: Any) -> Callable[[], None]:
-    """What a stop signal during clean-up prints."""
-    return lambda: console.print("[yellow]cleaning up (healing faults, stopping the SUT): please wait[/]")
-
-
-def deferred_sigint(console: Any) -> contextlib.AbstractContextManager[None]:
-    """During clean-up a stop signal (Ctrl-C, SIGTERM, SIGHUP) only says to wait:
-    healing and stopping must finish."""
-    return deferred_stop(please_wait(console))
 
 
 # -- the cluster --------------------------------------------------------------------------

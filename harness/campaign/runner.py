@@ -27,7 +27,8 @@ from typing import Any, Iterator
 from harness.campaign.gates import GateResult, evaluate
 from harness.campaign.model import Campaign, CampaignError
 from harness.campaign.plan import Plan, PlannedRun, estimated_seconds, run_spec
-from harness.run import RunLifecycle, deferred_sigint
+from harness.console import deferred_sigint
+from harness.run import RunLifecycle
 from harness.signals import stop_reason, stop_signals
 from harness.store import Store, write_json
 from inventory import Inventory, InventoryError, Pool, docker, load, netns
