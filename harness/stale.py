@@ -83,7 +83,7 @@ def _claim_if_stale(path: Path) -> dict[str, Any] | None:
 
 def _clean_up_run(lease: dict[str, Any]) -> str:
     run_dir = Path(str(lease.get("run_dir")))
-    try:
+    try:  # plain JSON, not records.RunJson: clean-up must work on a run of any version
         record = read_json(run_dir / "run.json")
     except StoreError:
         return f"run {run_dir}: its harness (pid {lease.get('pid')}) is gone and left no run.json"

@@ -5,6 +5,8 @@ the checkers, the reports and the harness read all three through these
 models (docs/history-format.md describes the fields). Every file carries
 `schema_version`; a file without it was written by an older rocketmq-chaos
 and is refused with one line (`OldStoreError`) rather than half-read.
+`chaos heal` and the clean-up of a killed harness's run read run.json as
+plain JSON on purpose: healing nodes must work whatever wrote the store.
 
 Only stdlib and pydantic: every package may import this one.
 """

@@ -39,7 +39,7 @@ def version_problem(doc: dict[str, Any], source: str) -> str | None:
     version = doc.get("schema_version")
     if version is None:
         return (f"{source}: written by an older rocketmq-chaos (no schema_version); this version reads "
-                f"schema {SCHEMA_VERSION}: re-run it, or read it with the release that wrote it")
+                f"schema {SCHEMA_VERSION}: use the release that wrote it, or run it again")
     if version != SCHEMA_VERSION:
         return (f"{source}: schema_version {version!r}, this version of rocketmq-chaos reads "
                 f"schema {SCHEMA_VERSION}: read it with the release that wrote it")

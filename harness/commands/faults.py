@@ -100,7 +100,7 @@ def _stop_sut_on_crash_fs(pool: Pool, inventory: Inventory, run: Path, journal: 
     if not record_file.is_file():
         click.echo(f"{run}: no run.json: no SUT known to stop before the unmount")
         return
-    try:
+    try:  # plain JSON, not records.RunJson: healing must work on a run of any version
         record = json.loads(record_file.read_text())
         stop_run_sut(pool, inventory, run, record if isinstance(record, dict) else {})
     except (OSError, ValueError, DeployError, InventoryError) as error:
