@@ -27,8 +27,9 @@ class StoreFile(BaseModel):
     schema_version: int = Field(SCHEMA_VERSION, description="written by the harness; readers check it")
 
     def as_json(self) -> dict[str, Any]:
-        """The file's JSON object (what the writers store)."""
-        return self.model_dump(mode="json")
+        """The file's JSON object (what the writers store); a value JSON has no type for
+        (a numpy number in a checker's section) is written as its text."""
+        return self.model_dump(mode="json", fallback=str)
 
 
 Model = TypeVar("Model", bound=StoreFile)
@@ -67,7 +68,7 @@ def read_model(model: type[Model], path: Path) -> Model:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise
+        raise  # the caller knows what a missing file means (defaults, "missing", not checked)
     except (OSError, UnicodeDecodeError) as exc:
         raise StoreFormatError(f"{path}: unreadable: {getattr(exc, 'strerror', None) or exc}") from None
     try:
