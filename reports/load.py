@@ -202,6 +202,6 @@ def run_dirs(campaign_dir: Path) -> list[Path]:
     return [runs_root / name for name in ordered]
 
 
-def campaign_runs(campaign_dir: Path) -> list[RunFacts]:
+def campaign_runs(campaign_dir: Path) -> list[StoredRun]:
     """Every run of a campaign with its facts."""
     return [load_run(path) for path in run_dirs(campaign_dir)]

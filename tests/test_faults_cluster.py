@@ -11,7 +11,6 @@ import threading
 
 import pytest
 
-import faults
 import nuclei
 from faults import grudge as shapes
 from faults.registry import create

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-import faults
-from faults import registry
 import nuclei
+from faults import registry
 from faults.options import describe as describe_option
 from harness.cli import UserError
 from inventory import Inventory, InventoryError, Pool, load

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Callable
+from typing import Any, Callable
 
-from sut.protocol.frames import MAX_FRAME_BYTES, Command, FrameDecoder, WriteBatch, encode
+from sut.protocol.frames import FLAG_ONEWAY, MAX_FRAME_BYTES, Command, FrameDecoder, WriteBatch, encode
 
 
 class RpcError(Exception):

@@ -13,7 +13,7 @@ import inspect
 import itertools
 import logging
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from sut.protocol.codes import ResponseCode
 from sut.protocol.frames import (FLAG_ONEWAY, MAX_FRAME_BYTES, BadRequest, Command, FrameDecoder, ProtocolError,
