@@ -18,10 +18,9 @@ import pytest
 import reports
 from reports.assets import install_assets, plotly_js
 from reports.charts import figure_div, hover_text
-from reports.load import read_json
+from reports.load import StoredRun, read_json
 from reports.render import render_page
 from reports.run_report import failover_note, replay_command
-from reports.load import StoredRun
 from support.stores import stored
 
 CHAOS = str(Path(sys.executable).parent / "chaos")

@@ -11,8 +11,7 @@ from faults import registry
 from faults.options import describe as describe_option
 from harness.cli import UserError
 from inventory import Inventory, InventoryError, Pool, load
-from nuclei.heal import MOUNT_ACTIONS
-from nuclei.heal import HealReport
+from nuclei.heal import MOUNT_ACTIONS, HealReport
 from nuclei.journal import JournalError
 from nuclei.net import clear
 from nuclei.process import resume_stopped_under
