@@ -267,7 +267,7 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], run
     """Runs in its own process: time check_runs on `runs` copies of one run, `repeat` times
     in the same session (the first pays the JIT warm-up of a fresh JVM, the others do not)."""
     from checkers.pipeline import input_size
-    from checkers.session import session_for
+    from checkers.spark.session import session_for
 
     reference = cpu_reference_s()
     usage = Usage()

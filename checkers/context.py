@@ -15,9 +15,9 @@ from pyspark.sql import functions as F
 
 from records import CheckInputs
 
-from .ops import infer_workload
 from .reconstruct import Reconstruction
-from .staging import Staging
+from .routes import infer_workload
+from .spark.staging import Staging
 from .windows import FaultWindow
 
 

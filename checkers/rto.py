@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from records import CheckInputs
 
 from .context import CheckContext, RunFacts
-from .frames import local_frame
+from .spark.frames import local_frame
 from .ops import PRECONDITION_FAILED_ERRORS, WRITE_FUNCTIONS
 from .verdict import UNKNOWN
 from .windows import LONG_MAX, FaultWindow

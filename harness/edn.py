@@ -27,8 +27,8 @@ import edn_format
 from edn_format import Keyword
 
 from checkers.knossos.edn import read_edn
-from checkers.ops import LINEARIZABILITY_MODELS, infer_workload
 from checkers.knossos.history import HistoryError
+from checkers.routes import LINEARIZABILITY_MODELS, infer_workload
 
 if TYPE_CHECKING:
     from harness.store import RunDir, Store

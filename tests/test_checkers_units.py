@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from checkers import linearizable, perf, queue, rto
+from checkers import linearizable, perf, pipeline, queue, rto
 from checkers.context import RunFacts
-from checkers.ops import WRITE_FUNCTIONS, infer_workload, linearizability_model
+from checkers.ops import WRITE_FUNCTIONS
+from checkers.routes import infer_workload, linearizability_model
 from checkers.verdict import crashed, exit_code, guarded, merge_results, merge_valid
 from checkers.windows import LONG_MAX, LONG_MIN, FaultEvent, FaultWindow, fault_windows, segments
 from records import SCHEMA_VERSION, CheckInputs, OldStoreError, RunJson, StoreFormatError, read_check_inputs
@@ -317,7 +318,7 @@ def test_missing_engine_makes_linearizable_unknown_with_the_reason(monkeypatch):
         runs = [RunFacts(index=0, run_dir=Path("."), spec=CheckInputs(workload="register")),
                 RunFacts(index=1, run_dir=Path("."), spec=CheckInputs(workload="queue"))]
 
-    sections = linearizable.check(Ctx())
+    sections = pipeline.checker_sections(linearizable.LinearizableChecker(), Ctx())
     assert sections[0]["linearizable"] == {"valid": "unknown", "checked": False, "model": "cas-register",
                                            "reason": problem, "problems": [problem]}
     assert sections[1]["linearizable"]["valid"] is True
@@ -327,7 +328,7 @@ def test_unknown_workload_has_no_linearizability_verdict():
     class Ctx:
         runs = [RunFacts(index=0, run_dir=Path("."), spec=CheckInputs(workload="bank"))]
 
-    section = linearizable.check(Ctx())[0]["linearizable"]
+    section = pipeline.checker_sections(linearizable.LinearizableChecker(), Ctx())[0]["linearizable"]
     assert section["valid"] == "unknown"
     assert section["reason"] == "no linearizability model for workload 'bank'"
 
@@ -365,7 +366,7 @@ def test_index_plan_offsets_number_each_run_from_zero_within_a_shared_part():
 def test_the_class_archive_is_named_after_the_jdk_that_runs_spark(tmp_path, monkeypatch):
     """A JVM ignores an archive another JDK wrote: after a JDK upgrade the archive's
     name changes, so the set-up script builds one for the new JDK."""
-    from checkers import session
+    from checkers.spark import session
 
     jdk = tmp_path / "jdk"
     jdk.mkdir()
@@ -381,7 +382,7 @@ def test_the_class_archive_is_named_after_the_jdk_that_runs_spark(tmp_path, monk
 
 
 def test_without_java_home_the_jdk_is_the_one_on_path(tmp_path, monkeypatch):
-    from checkers import session
+    from checkers.spark import session
 
     jdk = tmp_path / "jdk"
     (jdk / "bin").mkdir(parents=True)

@@ -1,15 +1,10 @@
 """The plugin API: the example of docs/nemeses.md installed as a package and run on a cluster."""
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
-import re
 import subprocess
 import sys
 import threading
-import tomllib
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,51 +15,16 @@ from faults.runner import run_schedule
 from faults.schedule import FaultSpec, ScheduleSpec, plan
 from faults.validate import validate
 from support.faults import chain_is_gone, make_context, reachability, read_events
+from support.plugins import install_example
 
 DOCS = Path(__file__).parent.parent / "docs" / "nemeses.md"
 CHAOS = str(Path(sys.executable).parent / "chaos")
 
 
-def example_from_docs() -> tuple[str, str]:
-    """The plugin module and the entry point line, exactly as docs/nemeses.md shows them."""
-    text = DOCS.read_text()
-    section = text[text.index("### A complete example"):]
-    module = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    project = tomllib.loads(re.search(r"```toml\n(.*?)```", section, re.S).group(1))["project"]
-    [(name, target)] = project["entry-points"]["chaos.faults"].items()
-    return module, f"{name} = {target}"
-
-
-def build_wheel(directory: Path, module: str, entry: str) -> Path:
-    """A wheel is a zip with a dist-info directory; writing one needs no build backend."""
-    dist = "chaos_linkcut-0.1.dist-info"
-    files = {
-        "chaos_linkcut.py": module,
-        f"{dist}/METADATA": "Metadata-Version: 2.1\nName: chaos-linkcut\nVersion: 0.1\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{dist}/entry_points.txt": f"[chaos.faults]\n{entry}\n",
-    }
-    record = []
-    for name, content in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(content.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(content.encode())}")
-    record.append(f"{dist}/RECORD,,")
-    path = directory / "chaos_linkcut-0.1-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as wheel:
-        for name, content in files.items():
-            wheel.writestr(name, content)
-        wheel.writestr(f"{dist}/RECORD", "\n".join(record) + "\n")
-    return path
-
-
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("plugin")
-    wheel = build_wheel(work, *example_from_docs())
-    site = work / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--disable-pip-version-check", "--target", str(site), str(wheel)], check=True, timeout=300)
-    return site
+    return install_example(tmp_path_factory.mktemp("plugin"), DOCS, "### A complete example",
+                           registry.ENTRY_POINT_GROUP)
 
 
 @pytest.fixture

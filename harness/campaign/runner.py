@@ -194,8 +194,8 @@ class CampaignRunner:
         """One Spark session for every check of the campaign (the checkers reuse the active
         one). For at most QUICK_SESSION_CHECKS batches its JVM starts quick, as that of
         `chaos check` does; a batch too large for that JVM gets a fully compiling one
-        (checkers.session.session_for)."""
-        from checkers.session import QUICK_SESSION_CHECKS, get_spark
+        (checkers.spark.session.session_for)."""
+        from checkers.spark.session import QUICK_SESSION_CHECKS, get_spark
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         began = time.monotonic()
         get_spark(self.campaign.spark.master, self.campaign.spark.conf, log_file=self.path / "spark.log",
