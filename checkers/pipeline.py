@@ -19,11 +19,12 @@ from typing import Any, Callable, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from records import CheckInputs, ResultsJson, StoreFormatError, read_check_inputs
+
 from . import registry
 from .context import CheckContext, RunFacts, gather_facts
 from .parse import run_files
 from .reconstruct import reconstruct
-from records import CheckInputs, ResultsJson, StoreFormatError, read_check_inputs
 from .schema import HISTORY, MALFORMED, QUEUE_ANOMALIES
 from .spark.session import input_settings, session_for
 from .spark.staging import CHECKED_DIR, Staging
