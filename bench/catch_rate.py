@@ -37,7 +37,7 @@ from inventory import netns
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="controller-unclean")
-    parser.add_argument("--fault", default="leader-partition")
+    parser.add_argument("--fault", default="leader-partition", help="fault, or faults joined by + as a campaign entry")
     parser.add_argument("--seeds", default="1,2,3,4,5")
     parser.add_argument("--timing", default="fast", help="SUT timing scale (fast = a tenth of RocketMQ's)")
     parser.add_argument("--time", type=float, default=20.0)
@@ -57,7 +57,7 @@ def main() -> int:
     runs = []
     try:
         for seed in [int(s) for s in args.seeds.split(",")]:
-            spec = build_spec({"profile": args.profile, "workload": "queue", "faults": [args.fault],
+            spec = build_spec({"profile": args.profile, "workload": "queue", "faults": args.fault.split("+"),
                                "targets": [args.target] if args.target else None, "timing": args.timing,
                                "time": args.time, "interval": args.interval, "duration": args.fault_duration,
                                "recovery": args.recovery, "rate": args.rate, "concurrency": args.concurrency,

@@ -48,6 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from records import CheckInputs, RunJson  # noqa: E402
+
 MS = 1_000_000
 PRODUCERS, CONSUMERS = 96, 32
 OPS_PER_SECOND = 20_000
@@ -150,8 +152,9 @@ def generate(run_dir: Path, events: int, seed: int = 7) -> int:
                 out.write(json.dumps({"process": "nemesis", "type": "info", "f": fault,
                                       "value": {"phase": phase, "targets": [f"n{i % 5 + 1}"]},
                                       "time": at * 1_000_000_000}) + "\n")
+    checks = CheckInputs(workload="queue", profile="synthetic", seed=seed, rto_threshold_s=5)
     (run_dir / "run.json").write_text(json.dumps(
-        {"workload": "queue", "profile": "synthetic", "seed": seed, "rto_threshold_s": 5}))
+        RunJson(workload="queue", profile="synthetic", seed=seed, checks=checks).as_json()))
     return written
 
 
@@ -264,7 +267,7 @@ def check_one(run_dir: Path, events: int, master: str, conf: dict[str, str], run
     """Runs in its own process: time check_runs on `runs` copies of one run, `repeat` times
     in the same session (the first pays the JIT warm-up of a fresh JVM, the others do not)."""
     from checkers.pipeline import input_size
-    from checkers.session import session_for
+    from checkers.spark.session import session_for
 
     reference = cpu_reference_s()
     usage = Usage()

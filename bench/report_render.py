@@ -33,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from records import RunJson  # noqa: E402
+
 MS = 1_000_000
 PROCESSES = 64
 DURATION_S = 300
@@ -109,9 +111,9 @@ def generate(run: Path, ops: int, seed: int = 1) -> None:
             for phase, at in (("start", start), ("stop", start + FAULT_FOR_S)):
                 out.write(json.dumps({"process": "nemesis", "type": "info", "f": "random-partition",
                                       "value": {"phase": phase, "targets": ["n2"]}, "time": at * 1000 * MS}) + "\n")
-    (run / "run.json").write_text(json.dumps({"run_id": run.name, "workload": "queue", "status": "complete",
-                                              "spec": {"profile": "dledger-3", "workload": "queue",
-                                                       "faults": ["random-partition"], "seed": seed}}))
+    (run / "run.json").write_text(json.dumps(RunJson(
+        run_id=run.name, workload="queue", status="complete",
+        spec={"profile": "dledger-3", "workload": "queue", "faults": ["random-partition"], "seed": seed}).as_json()))
 
 
 def folder_size(path: Path) -> int:

@@ -22,8 +22,10 @@ from typing import Any, Callable, Iterable, Iterator
 from pyspark.sql import functions as F
 
 from .context import CheckContext, RunFacts
-from .ops import AUDIT_FUNCTION, LINEARIZABILITY_MODELS, linearizability_model
-from .shipping import use_shipped_engine
+from .ops import AUDIT_FUNCTION
+from .registry import Sections
+from .routes import route
+from .spark.shipping import use_shipped_engine
 from .verdict import UNKNOWN, merge_valid
 
 Analyze = Callable[..., dict[str, Any]]
@@ -155,31 +157,44 @@ def _shown(op: dict[str, Any] | None) -> str:
             f"by process {op.get('process')}{where}")
 
 
-def _skipped(run: RunFacts) -> dict[str, Any]:
-    if run.workload not in LINEARIZABILITY_MODELS:
-        return {"valid": UNKNOWN, "checked": False,
-                "reason": f"no linearizability model for workload {run.workload!r}"}
-    return {"valid": True, "checked": False,
-            "reason": f"not applicable: the {run.workload} workload is checked by the queue checker"}
+class LinearizableChecker:
+    """Linearizability of every run whose workload has a model (checkers/routes.py)."""
 
+    name = "linearizability"
+    sections = ("linearizable",)
 
-def check(ctx: CheckContext, analyze: Analyze | None = None) -> list[dict[str, Any]]:
-    """Linearizability of every run whose workload has a model."""
-    models = {r.index: linearizability_model(r.workload) for r in ctx.runs
-              if LINEARIZABILITY_MODELS.get(r.workload)}
-    sections = {r.index: _skipped(r) for r in ctx.runs if r.index not in models}
-    problem = engine_problem() if models and analyze is None else None
-    if problem:
-        sections.update({run: {"valid": UNKNOWN, "checked": False, "model": model, "reason": problem,
-                               "problems": [problem]} for run, model in models.items()})
-    elif models:
-        limits = {r.index: r.spec.linearizable_time_limit_s for r in ctx.runs}
+    def __init__(self, analyze: Analyze | None = None) -> None:
+        self.analyze = analyze  # None: the JVM engine, several keys per call
+
+    def applies_to(self, run: RunFacts) -> bool:
+        found = route(run.workload)
+        return found is not None and found.model is not None
+
+    def not_applicable(self, run: RunFacts) -> Sections:
+        if route(run.workload) is None:
+            return {"linearizable": {"valid": UNKNOWN, "checked": False,
+                                     "reason": f"no linearizability model for workload {run.workload!r}"}}
+        return {"linearizable": {
+            "valid": True, "checked": False,
+            "reason": f"not applicable: the {run.workload} workload is checked by the queue checker"}}
+
+    def check(self, ctx: CheckContext, runs: list[RunFacts]) -> list[Sections]:
+        models = {r.index: route(r.workload).model for r in runs}
+        problem = engine_problem() if self.analyze is None else None
+        if problem:
+            sections = {run: {"valid": UNKNOWN, "checked": False, "model": model, "reason": problem,
+                              "problems": [problem]} for run, model in models.items()}
+        else:
+            sections = self._verdicts(ctx, models, {r.index: r.spec.linearizable_time_limit_s for r in runs})
+        return [{"linearizable": sections[r.index]} for r in runs]
+
+    def _verdicts(self, ctx: CheckContext, models: dict[int, str],
+                  limits: dict[int, float]) -> dict[int, dict[str, Any]]:
+        """Each run's section from its keys' verdicts (one Spark job for all runs)."""
         ops = (ctx.history_of(list(models)).filter(F.col("f") != AUDIT_FUNCTION).select(*_COLUMNS)
                .repartition("run", "key").sortWithinPartitions("run", "key", "index"))
-        body = functools.partial(check_partition, models=models, limits=limits, analyze=analyze)
+        body = functools.partial(check_partition, models=models, limits=limits, analyze=self.analyze)
         per_run: dict[int, list] = {run: [] for run in models}
         for run, key, verdict in ops.rdd.mapPartitions(body).collect():
             per_run[run].append((key, json.loads(verdict)))
-        sections.update({run: linearizable_section(models[run], limits[run], per_run[run])
-                         for run in models})
-    return [{"linearizable": sections[r.index]} for r in ctx.runs]
+        return {run: linearizable_section(models[run], limits[run], per_run[run]) for run in models}

@@ -23,9 +23,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from . import offsets
+from .anomalies import ID_EXAMPLES, audit_summary, first_rows, queue_section
 from .context import CheckContext
 from .ops import AUDIT_FUNCTION
-from .queue import ID_EXAMPLES, _first_rows, audit_summary, queue_section
 from .schema import QUEUE_ANOMALIES
 
 AUDIT_ITEMS = "array<struct<key:string,queue:string,offset:long,value:string>>"
@@ -103,7 +103,7 @@ def check(ctx: CheckContext, runs: list[int]) -> tuple[DataFrame, dict[int, dict
     for row in found.groupBy("run", "category").agg(F.count_distinct(distinct).alias("n")).collect():
         counts[row["run"]][row["category"]] = row["n"]
     examples: dict[int, dict[str, list]] = {run: {} for run in runs}
-    for row in _first_rows(found, ["run", "category"], [F.col("offset"), F.col("id")], ID_EXAMPLES):
+    for row in first_rows(found, ["run", "category"], [F.col("offset"), F.col("id")], ID_EXAMPLES):
         example = {"id": row["id"], "key": row["key"], "offset": row["offset"]}
         if row["detail"]:
             example.update(json.loads(row["detail"]))

@@ -17,8 +17,8 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from . import jvmfunctions
-from .frames import local_frame
+from .spark import jvmfunctions
+from .spark.frames import local_frame
 from .ops import EVENT_TYPES, NEMESIS_PROCESS
 
 HISTORY = "history"

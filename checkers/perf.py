@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .context import CheckContext, RunFacts
-from .frames import local_frame
+from .spark.frames import local_frame
 
 QUANTILES = (0.5, 0.95, 0.99)
 SERIES_QUANTILES = (0.5, 0.99)

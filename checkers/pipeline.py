@@ -19,29 +19,28 @@ from typing import Any, Callable, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import linearizable, perf, queue, rto, stats
+from records import CheckInputs, ResultsJson, StoreFormatError, read_check_inputs
+
+from . import registry
 from .context import CheckContext, RunFacts, gather_facts
 from .parse import run_files
 from .reconstruct import reconstruct
-from .runspec import RunSpec, RunSpecError, load_spec
 from .schema import HISTORY, MALFORMED, QUEUE_ANOMALIES
-from .session import input_settings, session_for
-from .staging import CHECKED_DIR, Staging
+from .spark.session import input_settings, session_for
+from .spark.staging import CHECKED_DIR, Staging
 from .verdict import UNKNOWN, crashed, guarded, merge_results
 
 RESULTS_FILE = "results.json"
 # Inputs up to this many raw bytes (all runs of a call together; ~300,000 events)
 # keep their intermediate tables in Spark's cache instead of staged Parquet
-# (checkers/staging.py) and run with fewer shuffle partitions and no adaptive
-# execution (checkers.session.SMALL_INPUT_CONF): fewer jobs for small checks,
+# (checkers/spark/staging.py) and run with fewer shuffle partitions and no adaptive
+# execution (checkers.spark.session.SMALL_INPUT_CONF): fewer jobs for small checks,
 # flat memory and parallel shuffles for big ones.
 SMALL_INPUT_BYTES = 64 * 2**20
 # Inputs up to this many raw bytes (~25,000 events) also run without generated
-# code (checkers.session.TINY_INPUT_CONF).
+# code (checkers.spark.session.TINY_INPUT_CONF).
 TINY_INPUT_BYTES = 4 * 2**20
 SPARK_LOG = "spark.log"
-STEPS = ("reconstructing histories", "run facts", "stats", "queue and order", "rto", "perf",
-         "linearizability", "writing results")
 
 Progress = Callable[[str], None]
 log = logging.getLogger(__name__)
@@ -83,11 +82,11 @@ def input_size(run_dirs: list[Path]) -> tuple[bool, bool]:
     return raw <= SMALL_INPUT_BYTES, raw <= min(TINY_INPUT_BYTES, SMALL_INPUT_BYTES)
 
 
-def _spec(run_dir: Path) -> tuple[RunSpec, str | None]:
+def _spec(run_dir: Path) -> tuple[CheckInputs, str | None]:
     try:
-        return load_spec(run_dir), None
-    except RunSpecError as exc:
-        return RunSpec(), f"{exc}; checked with default settings"
+        return read_check_inputs(run_dir), None
+    except StoreFormatError as exc:
+        return CheckInputs(), f"{exc}; checked with default settings"
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
@@ -117,22 +116,32 @@ def _result(run: RunFacts | None, run_dir: Path, sections: dict[str, dict[str, A
     }
 
 
-# (progress step, the results.json sections it fills, the checker)
-CHECKERS = (
-    ("stats", ("stats",), stats.check),
-    ("queue and order", ("queue", "order"), queue.check),
-    ("rto", ("rto",), rto.check),
-    ("perf", ("perf",), perf.check),
-    ("linearizability", ("linearizable",), linearizable.check),
-)
+def steps() -> tuple[str, ...]:
+    """The steps `progress` is told of, in order: one per registered checker."""
+    return ("reconstructing histories", "run facts", *(c.name for c in registry.known()), "writing results")
+
+
+def checker_sections(checker: registry.Checker, ctx: CheckContext) -> list[registry.Sections]:
+    """One checker's sections of every run: its check for the runs it applies to, its
+    not-applicable sections for the others; if it raises, all of them `unknown`."""
+    def sections() -> list[registry.Sections]:
+        runs = [run for run in ctx.runs if checker.applies_to(run)]
+        found = checker.check(ctx, runs) if runs else []
+        if len(found) != len(runs):
+            raise RuntimeError(f"checker returned {len(found)} result(s) for {len(runs)} run(s)")
+        mine = dict(zip((run.index for run in runs), found))
+        return [mine[run.index] if run.index in mine else registry.not_applicable(checker, run)
+                for run in ctx.runs]
+
+    return guarded(tuple(checker.sections), sections, len(ctx.runs))
 
 
 def _run_checkers(ctx: CheckContext, step: Progress) -> list[dict[str, dict[str, Any]]]:
     """Every checker over all runs; per run, its sections by name."""
     per_run: list[dict[str, dict[str, Any]]] = [{} for _ in ctx.runs]
-    for name, sections, checker in CHECKERS:
-        step(name)
-        for mine, found in zip(per_run, guarded(sections, lambda: checker(ctx), len(ctx.runs))):
+    for entry in registry.known():
+        step(entry.name)
+        for mine, found in zip(per_run, checker_sections(entry.checker, ctx)):
             mine.update(found)
     return per_run
 
@@ -161,7 +170,7 @@ def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
     `spark_master` defaults to local[*]; `spark_conf` adds Spark settings;
     Spark's own output goes to `log_file` (default: spark.log in the
     directory that holds all the runs). `progress(step)` is called as each of
-    STEPS begins.
+    steps() begins.
     """
     dirs = [Path(d).resolve() for d in run_dirs]
     if not dirs:
@@ -178,5 +187,5 @@ def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
             error = crashed(exc)
             results = [{**_result(None, d, {}), "error": error["error"]} for d in dirs]
     for run_dir, result in zip(dirs, results):
-        _write_json(run_dir / RESULTS_FILE, result)
+        _write_json(run_dir / RESULTS_FILE, ResultsJson.model_validate(result).as_json())
     return results

@@ -39,18 +39,15 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from . import offsets
+from . import logs, offsets
+from .anomalies import ID_EXAMPLES, OFFSET_CATEGORIES, audit_summary, first_rows, queue_section
 from .context import CheckContext, RunFacts
-from .jvmfunctions import json_fields, poll_items, register
 from .ops import AUDIT_FUNCTION
+from .registry import Sections
+from .routes import LOG_ANOMALIES, MESSAGE_ANOMALIES, route
 from .schema import QUEUE_ANOMALIES
-from .verdict import UNKNOWN
+from .spark.jvmfunctions import json_fields, poll_items, register
 
-# Jepsen's Kafka/queue anomaly names, snake_case (docs/history-format.md maps them).
-ID_CATEGORIES = ("lost", "lost_after_consume", "duplicated", "unexpected", "recovered")
-OFFSET_CATEGORIES = ("inconsistent_offsets", "poll_skip", "nonmonotonic_poll")
-CATEGORIES = ID_CATEGORIES + OFFSET_CATEGORIES
-ID_EXAMPLES = 1000  # ids listed per category in results.json; all are in checked/queue.parquet
 ORDER_EXAMPLES = 100
 BROADCAST_ANOMALIES = 200_000
 _POSITIONS = 1024  # consumption order = poll completion time * _POSITIONS + position in the poll
@@ -256,12 +253,6 @@ def offset_totals(anomalies: DataFrame, runs: list[int]) -> dict[int, dict[str, 
     return totals
 
 
-def _first_rows(df: DataFrame, group: list[str], order: list[Column], limit: int) -> list[Any]:
-    rank = Window.partitionBy(*group).orderBy(*order)
-    return (df.withColumn("_rank", F.row_number().over(rank)).filter(F.col("_rank") <= limit)
-            .orderBy(*group, "_rank").collect())
-
-
 def order_scan(joined: DataFrame, items: DataFrame) -> DataFrame:
     """Messages in order of first consumption per key; `violation` marks one consumed
     after a message that was sent later than it was acknowledged."""
@@ -277,43 +268,6 @@ def order_scan(joined: DataFrame, items: DataFrame) -> DataFrame:
         F.max_by("id", "first_invoke").over(earlier).alias("consumed_after"))
     violation = F.coalesce(F.col("ok_complete") < F.col("latest_earlier_send"), F.lit(False))
     return scanned.withColumn("violation", violation)
-
-
-# (count, what it means, fails the run only without duplicates tolerated)
-_FAILURES = (
-    ("lost", "acknowledged message(s) never consumed and not in the final log", False),
-    ("lost_after_consume", "consumed message(s) missing from the final log", False),
-    ("inconsistent_offsets", "queue offset(s) seen holding two different messages", False),
-    ("poll_skip", "consumer poll(s) skipped offsets that hold messages", False),
-    ("unexpected", "consumed message(s) never sent", False),
-    ("recovered_fail", "message(s) whose sends all failed were consumed", False),
-    ("duplicated", "message(s) consumed more than once (exactly-once run)", True),
-    ("nonmonotonic_poll", "consumer poll(s) went back to earlier offsets (exactly-once run)", True),
-)
-
-
-def queue_section(totals: dict[str, int], examples: dict[str, list[dict[str, Any]]],
-                  spec_tolerates_duplicates: bool, audit: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The queue verdict from the counts (pure)."""
-    failures, doubts = [], []
-    for name, text, only_exactly_once in _FAILURES:
-        if totals.get(name) and not (only_exactly_once and spec_tolerates_duplicates):
-            failures.append(f"{totals[name]} {text}")
-    for name, text in (("unreadable_polls", "poll result(s) not a list of messages"),
-                       ("items_without_id", "consumed item(s) without an id"),
-                       ("sends_without_id", "send(s) without a message id")):
-        if totals[name]:
-            doubts.append(f"{totals[name]} {text}")
-    valid = False if failures else UNKNOWN if doubts else True
-    return {
-        "valid": valid,
-        "problems": failures + doubts,
-        "counts": totals,
-        **{category: examples.get(category, []) for category in CATEGORIES},
-        "audit": audit or {"complete": False, "reason": "no durability audit in the history"},
-        "examples_limit": ID_EXAMPLES,
-        "duplicates_allowed": spec_tolerates_duplicates,
-    }
 
 
 def order_section(checked: bool, violations: int, keys: int,
@@ -339,28 +293,38 @@ def _example(row: Any) -> dict[str, Any]:
             "consumed": row["consumed"], "same_offset": row["same_offset"]}
 
 
-def check(ctx: CheckContext) -> list[dict[str, Any]]:
-    """Queue and order sections of every run: queue runs here, log runs by checkers/logs.py
-    (the same anomaly names), other runs not applicable. All anomaly rows become
-    checked/queue.parquet."""
-    queue_runs = ctx.runs_where(lambda r: r.workload == "queue")
-    log_runs = ctx.runs_where(lambda r: r.workload == "log")
-    queue = {r.index: _not_applicable(r) for r in ctx.runs}
-    order = {r.index: _not_applicable(r) for r in ctx.runs}
-    tables: list[DataFrame] = []
-    if queue_runs:
-        found, queue_sections, order_sections = _check_queue_runs(ctx, queue_runs)
-        queue.update(queue_sections)
-        order.update(order_sections)
-        tables.append(found)
-    if log_runs:
-        from . import logs
-        found, log_sections = logs.check(ctx, log_runs)
-        queue.update(log_sections)
-        tables.append(found)
-    if tables:
+class QueueChecker:
+    """The `queue` and `order` sections of the runs routed to an anomaly accounting
+    (checkers/routes.py): message ids here, log offsets in checkers/logs.py (the
+    same anomaly names). All anomaly rows become checked/queue.parquet."""
+
+    name = "queue and order"
+    sections = ("queue", "order")
+
+    def applies_to(self, run: RunFacts) -> bool:
+        found = route(run.workload)
+        return found is not None and found.anomalies is not None
+
+    def not_applicable(self, run: RunFacts) -> Sections:
+        return {"queue": _not_applicable(run), "order": _not_applicable(run)}
+
+    def check(self, ctx: CheckContext, runs: list[RunFacts]) -> list[Sections]:
+        by_ids = [r.index for r in runs if route(r.workload).anomalies == MESSAGE_ANOMALIES]
+        by_offsets = [r.index for r in runs if route(r.workload).anomalies == LOG_ANOMALIES]
+        queue: dict[int, dict[str, Any]] = {}
+        order = {r.index: _not_applicable(r) for r in runs}
+        tables: list[DataFrame] = []
+        if by_ids:
+            found, queue_sections, order_sections = _check_queue_runs(ctx, by_ids)
+            queue.update(queue_sections)
+            order.update(order_sections)
+            tables.append(found)
+        if by_offsets:
+            found, log_sections = logs.check(ctx, by_offsets)
+            queue.update(log_sections)
+            tables.append(found)
         ctx.staging.write(functools.reduce(DataFrame.unionByName, tables), "queue")
-    return [{"queue": queue[r.index], "order": order[r.index]} for r in ctx.runs]
+        return [{"queue": queue[r.index], "order": order[r.index]} for r in runs]
 
 
 def _check_queue_runs(ctx: CheckContext, runs: list[int]) -> tuple[DataFrame, dict[int, dict], dict[int, dict]]:
@@ -398,18 +362,11 @@ def sections(ctx: CheckContext, found: DataFrame, totals: dict[int, dict[str, in
     """Queue sections with examples per category (the first ID_EXAMPLES by send time)."""
     examples: dict[int, dict[str, list]] = {run: {} for run in runs}
     order = [F.col("first_send_s").asc_nulls_last(), F.col("offset").asc_nulls_last(), F.col("id")]
-    for row in _first_rows(found, ["run", "category"], order, ID_EXAMPLES):
+    for row in first_rows(found, ["run", "category"], order, ID_EXAMPLES):
         examples[row["run"]].setdefault(row["category"], []).append(_example(row))
     return {run: queue_section(totals[run], examples[run], ctx.runs[run].spec.tolerates_duplicates,
                                audit_summary(run in audited, totals[run]))
             for run in runs}
-
-
-def audit_summary(complete: bool, totals: dict[str, int]) -> dict[str, Any]:
-    if complete:
-        return {"complete": True, "messages_in_final_log": totals.get("in_final_log", 0)}
-    return {"complete": False, "reason": "the durability audit did not read every written queue to "
-                                         "its end: lost_after_consume not checked"}
 
 
 def _order_sections(ctx: CheckContext, joined: DataFrame, items: DataFrame,
@@ -424,7 +381,7 @@ def _order_sections(ctx: CheckContext, joined: DataFrame, items: DataFrame,
         F.count_if(F.col("violation")).alias("violations"),
         F.count_distinct("key").alias("keys")).collect()}
     examples: dict[int, list] = {run: [] for run in ordered}
-    for row in _first_rows(scanned.filter("violation"), ["run"], [F.col("order")], ORDER_EXAMPLES):
+    for row in first_rows(scanned.filter("violation"), ["run"], [F.col("order")], ORDER_EXAMPLES):
         examples[row["run"]].append({
             "key": row["key"], "id": row["id"], "consumed_after": row["consumed_after"],
             "acknowledged_s": row["ok_complete"] / 1e9,

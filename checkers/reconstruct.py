@@ -23,11 +23,11 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from .frames import local_frame
+from .spark.frames import local_frame
 from .ops import INVOKE, OUTCOMES
 from .parse import HISTORY, NEMESIS, RawFile, locate_lines, parse, read_lines, run_files
 from .schema import HISTORY as HISTORY_SCHEMA
-from .staging import Staging
+from .spark.staging import Staging
 from .windows import FaultEvent, FaultWindow, fault_windows, segments
 
 BUCKET_NS = 1_000_000_000  # indices are counted per second of invoke time, then offset

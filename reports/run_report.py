@@ -21,7 +21,7 @@ from reports.assets import install_assets
 from reports.charts import figure_div, safe_json, window_label
 from reports.history import (History, count_operations, history_chunks, key_texts, load_history,
                              select_operations)
-from reports.load import RunFacts, is_campaign_dir, load_run, read_jsonl, read_table, section
+from reports.load import StoredRun, is_campaign_dir, load_run, read_jsonl, read_table, section
 from reports.render import relative_url, render_page, write_atomic
 
 INLINE_ROWS = 25
@@ -86,7 +86,7 @@ def checker_reason(name: str, result: dict[str, Any]) -> str:
     return str(result.get("reason") or "")
 
 
-def verdict_rows(facts: RunFacts) -> list[dict[str, Any]]:
+def verdict_rows(facts: StoredRun) -> list[dict[str, Any]]:
     checkers = facts.checkers
     names = [n for n in CHECKER_ORDER if n in checkers] + sorted(n for n in checkers if n not in CHECKER_ORDER)
     rows = []
@@ -101,7 +101,7 @@ def verdict_rows(facts: RunFacts) -> list[dict[str, Any]]:
     return rows
 
 
-def replay_command(facts: RunFacts) -> str | None:
+def replay_command(facts: StoredRun) -> str | None:
     """The exact `chaos run` that replays this run (same seed, same schedules)."""
     spec = facts.spec
     if not spec:
@@ -123,7 +123,7 @@ def replay_command(facts: RunFacts) -> str | None:
     return shlex.join(argv)
 
 
-def config_items(facts: RunFacts) -> list[tuple[str, Any]]:
+def config_items(facts: StoredRun) -> list[tuple[str, Any]]:
     items: list[tuple[str, Any]] = [("run", facts.run_id), ("campaign", facts.campaign_id)]
     for name in ("kind", "status", "error", "profile", "workload", "model", "faults", "seed", "source",
                  "started_at", "ops"):
@@ -160,7 +160,7 @@ def failover_note(window: dict[str, Any]) -> str:
     return f"long enough to exercise a failover (detection after {detection:.2f} s)"
 
 
-def rto_section(facts: RunFacts) -> Section:
+def rto_section(facts: StoredRun) -> Section:
     rto = facts.checker("rto")
     out = Section()
     if facts.results_problem:
@@ -181,7 +181,7 @@ def rto_section(facts: RunFacts) -> Section:
 
 # -- performance ------------------------------------------------------------------------------
 
-def perf_section(facts: RunFacts, history: History | None, history_problem: str | None,
+def perf_section(facts: StoredRun, history: History | None, history_problem: str | None,
                  windows: list[dict[str, Any]], operations: int) -> Section:
     """`history` is the whole history up to DETAIL_LIMIT operations; above, the latency
     chart is the perf checker's per-bucket quantiles."""
@@ -262,7 +262,7 @@ def count_items(counts: dict[str, Any]) -> list[tuple[str, Any]]:
     return items
 
 
-def queue_section(facts: RunFacts, report_dir: Path, index: anomalies.Index | None = None) -> Section:
+def queue_section(facts: StoredRun, report_dir: Path, index: anomalies.Index | None = None) -> Section:
     queue = facts.checker("queue")
     out = Section()
     if not queue or queue.get("checked") is False:
@@ -327,7 +327,7 @@ def counterexample_rows(history: History, key: Any, failing: int) -> list[int]:
     return sorted(picked)
 
 
-def lin_section(facts: RunFacts, history: History | None, history_problem: str | None) -> Section:
+def lin_section(facts: StoredRun, history: History | None, history_problem: str | None) -> Section:
     lin = facts.checker("linearizable")
     out = Section()
     if not lin or lin.get("checked") is False:
@@ -358,7 +358,7 @@ def lin_section(facts: RunFacts, history: History | None, history_problem: str |
 
 # -- nemesis, logs, stats -------------------------------------------------------------------------
 
-def nemesis_section(facts: RunFacts, windows: list[dict[str, Any]]) -> Section:
+def nemesis_section(facts: StoredRun, windows: list[dict[str, Any]]) -> Section:
     out = Section()
     if windows:
         out.data["windows"] = [dict(w, label=window_label(w), grudge=section(w, "details").get("grudge")
@@ -397,7 +397,7 @@ def node_logs(run_dir: Path, report_dir: Path) -> list[dict[str, Any]]:
     return found
 
 
-def stats_section(facts: RunFacts) -> Section:
+def stats_section(facts: StoredRun) -> Section:
     stats = facts.checker("stats")
     out = Section()
     malformed = section(stats, "malformed")
@@ -410,7 +410,7 @@ def stats_section(facts: RunFacts) -> Section:
 
 # -- the pages ------------------------------------------------------------------------------------
 
-def _windows(facts: RunFacts) -> list[dict[str, Any]]:
+def _windows(facts: StoredRun) -> list[dict[str, Any]]:
     return [w for w in facts.checker("rto").get("windows") or [] if isinstance(w, dict)]
 
 
@@ -430,7 +430,7 @@ def _nav(report_dir: Path, run_dir: Path, current: str) -> list[dict[str, Any]]:
     return nav
 
 
-def anomaly_groups(facts: RunFacts, index: anomalies.Index) -> tuple[dict[str, list[dict]], list[dict[str, Any]]]:
+def anomaly_groups(facts: StoredRun, index: anomalies.Index) -> tuple[dict[str, list[dict]], list[dict[str, Any]]]:
     """The queue anomalies placed on the history (timeline.anomaly_entries) and their list's groups."""
     queue = facts.checker("queue")
     categories = {}
@@ -455,7 +455,7 @@ def render_timeline(view: HistoryView, windows: list[dict[str, Any]], index: ano
                     report_dir: Path, assets_dir: Path, **page: Any) -> Path:
     """timeline.html; above DETAIL_LIMIT operations an aggregated page plus one detail page
     per range of at most DETAIL_LIMIT operations (timeline/range-<n>.html), loaded when opened."""
-    facts: RunFacts = page["facts"]
+    facts: StoredRun = page["facts"]
     dest = report_dir / "timeline.html"
     states, problems = read_jsonl(facts.path / "cluster.jsonl")
     page["cluster_problems"] = [p for p in problems if not p.endswith(": missing")]
@@ -519,7 +519,7 @@ def _overlaps(window: dict[str, Any], start_s: float, stop_s: float) -> bool:
     return begin <= stop_s and (end if isinstance(end, (int, float)) else float("inf")) >= start_s
 
 
-def counterexamples(facts: RunFacts, history: History) -> list[dict[str, Any]]:
+def counterexamples(facts: StoredRun, history: History) -> list[dict[str, Any]]:
     """Per non-linearizable key: the Porcupine-style lanes and the states the model could be in."""
     out = []
     for number, failure in enumerate(f for f in facts.checker("linearizable").get("failures") or []
@@ -557,7 +557,7 @@ class HistoryView:
         return history_chunks(self.run_dir, DETAIL_LIMIT)
 
 
-def history_view(facts: RunFacts) -> HistoryView:
+def history_view(facts: StoredRun) -> HistoryView:
     run_dir = facts.path
     operations, problem = count_operations(run_dir)
     if operations is None or operations <= DETAIL_LIMIT:
@@ -571,7 +571,7 @@ def history_view(facts: RunFacts) -> HistoryView:
 WANTED_PER_CATEGORY = 10_000  # anomalies per category joined with a big run's history
 
 
-def _named_operations(facts: RunFacts):
+def _named_operations(facts: StoredRun):
     """Picks the operations an anomaly (its first WANTED_PER_CATEGORY per category) or a
     linearizability failure (its key's operations within LIN_CONTEXT indices) needs."""
     queue = facts.checker("queue")

@@ -70,14 +70,14 @@ fi
 # --- the JVM linearizability engine ------------------------------------------
 bash "$root/scripts/build-engine.sh"
 
-# --- the driver JVM's class-data archive (checkers/class_data_archive.py) ---------
+# --- the driver JVM's class-data archive (checkers/spark/class_data_archive.py) ---------
 # Spark's classes, mapped by every later driver JVM instead of loaded one by one
 # (a session then starts sooner). One per pyspark version and JDK; a
 # failure only costs that time, so it does not stop the set-up.
-archive=$("$venv/bin/python" -c 'from checkers.session import class_archive; print(class_archive())')
+archive=$("$venv/bin/python" -c 'from checkers.spark.session import class_archive; print(class_archive())')
 if [ ! -f "$archive" ]; then
   say "building the driver JVM's class archive (about a minute, once)"
-  "$venv/bin/python" -m checkers.class_data_archive || say "no class archive: Spark sessions start about 2 s slower"
+  "$venv/bin/python" -m checkers.spark.class_data_archive || say "no class archive: Spark sessions start about 2 s slower"
 fi
 
 # --- Apache RocketMQ for the rmq-* profiles (scripts/rocketmq/pom.xml) ---------

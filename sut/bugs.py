@@ -29,9 +29,12 @@ class Bug:
 
 BUGS: dict[str, Bug] = {bug.name: bug for bug in (
     Bug("raft-commit-prior-term",
-        "the Raft leader commits an entry of an earlier term by counting replicas",
-        "Raft paper section 5.4.2 and figure 8; DLedger 0.3.1.2 lacked the current-term check",
-        "lost or lost after consume: a committed entry overwritten by a later leader",
+        "a new Raft leader appends no entry of its own term and commits its older tail by counting "
+        "replicas",
+        "Raft paper section 5.4.2 and figure 8; DLedger 0.3.1.2 lacked the current-term check, and "
+        "DLedger leaders appended no no-op before openmessaging/dledger issue 305",
+        "lost after consume and inconsistent offsets: an older-term entry counted committed (and "
+        "read) is overwritten by a later leader holding an entry of a term in between",
         ("partition",), ("dledger",), ("broker",), needs_faults=("partition-majorities-ring",)),
     Bug("raft-commit-without-quorum",
         "the Raft leader counts an entry committed as soon as it has it itself",
@@ -42,13 +45,12 @@ BUGS: dict[str, Bug] = {bug.name: bug for bug in (
     Bug("raft-vote-ignores-log",
         "a Raft voter grants its vote to a candidate whose log is behind its own",
         "Raft paper section 5.4.1 (election restriction)",
-        "a rejoining stale node whose term climbed while it was cut off wins the election; the "
-        "followers refuse to truncate their committed entries under it, so the group stalls "
-        "(never recovered) instead of losing them",
+        "lost and inconsistent offsets: a rejoining stale node whose term climbed while it was "
+        "cut off wins the election and the followers cut their committed entries to its log",
         # An isolated node's term climbs (no one answers it); a ring or bridge never does
         # that, since a voter that follows a leader answers "has leader" and the candidate
         # keeps its term. The stale node wins only if it asks before the majority's leader
-        # hears its term, so one heal catches it seldom.
+        # hears its term, so one heal catches it only sometimes.
         ("partition",), ("dledger",), ("broker",)),
     Bug("ack-without-sync-state-set",
         "a Controller-mode master acknowledges a send before the SyncStateSet members have it",

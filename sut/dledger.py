@@ -126,7 +126,7 @@ class DLedgerHA(HAStrategy):
         except ConfigError as exc:
             raise ConfigError(f"ha: {exc}") from None
         self.kv = KvStore()
-        self.node = RaftNode(config, apply=self._apply, log=self.log)
+        self.node = RaftNode(config, apply=self._apply, log=self.log, rewind=self._rebuild)
         self._kv_service = KvService(self.node, self.kv, settings.kv_read_mode)
         self.node.add_handlers(self._kv_service.handlers())
         self.node.add_listener(self._on_raft_change)
@@ -134,10 +134,14 @@ class DLedgerHA(HAStrategy):
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
-        if self.store.max_offset > self.store.min_offset:
-            # The local store is derived from the Raft log: rebuild it from committed entries.
-            await self.store.truncate(self.store.min_offset)
+        await self._rebuild()
         await self.node.start()
+
+    async def _rebuild(self) -> None:
+        """Empty the state derived from the Raft log; the node applies committed entries again."""
+        if self.store.max_offset > self.store.min_offset:
+            await self.store.truncate(self.store.min_offset)
+        self.kv.data.clear()
 
     async def stop(self) -> None:
         await self.node.stop()

@@ -12,7 +12,7 @@ from rich.console import Console
 from harness.campaign import load_campaign, plan
 from harness.campaign.runner import CampaignRunner
 from harness.cli import cli
-from support.stores import results
+from support.stores import results, stored
 
 FILE = """\
 name: gated
@@ -57,7 +57,7 @@ def completed_run(runner: CampaignRunner, run_id: str) -> Path:
     """The directory of a run that finished (its run.json says so), not yet checked."""
     run_dir = runner.path / "runs" / run_id
     run_dir.mkdir(parents=True)
-    (run_dir / "run.json").write_text(json.dumps({"run_id": run_id, "status": "complete"}))
+    (run_dir / "run.json").write_text(json.dumps(stored({"run_id": run_id, "status": "complete"})))
     return run_dir
 
 
@@ -128,12 +128,12 @@ def test_the_live_view_shows_a_bar_of_runs_done_time_left_verdicts_and_faults_so
 def checked_batches(tmp_path: Path, monkeypatch, batch: int) -> tuple[list[bool], list[int]]:
     """The Spark sessions a campaign of 4 recorded, unchecked runs starts (their `quick`)
     and the batches it checks, with Spark and the checkers replaced by recorders."""
-    import checkers.session
+    import checkers.spark.session
     import harness.run
 
     quick: list[bool] = []
     batches: list[int] = []
-    monkeypatch.setattr(checkers.session, "get_spark", lambda *args, **kwargs: quick.append(kwargs["quick"]))
+    monkeypatch.setattr(checkers.spark.session, "get_spark", lambda *args, **kwargs: quick.append(kwargs["quick"]))
     monkeypatch.setattr(harness.run, "check", lambda dirs, master=None: batches.append(len(dirs))
                         or [{"valid": True} for _ in dirs])
     monkeypatch.setattr(harness.run, "report_renderer", lambda: None)
@@ -150,7 +150,7 @@ def checked_batches(tmp_path: Path, monkeypatch, batch: int) -> tuple[list[bool]
 
 
 def test_a_campaign_checked_in_one_or_two_batches_starts_a_quick_spark_session(tmp_path, monkeypatch):
-    """As `chaos check` does: its JVM compiles with C1 only (checkers.session.QUICK_SESSION_CHECKS)."""
+    """As `chaos check` does: its JVM compiles with C1 only (checkers.spark.session.QUICK_SESSION_CHECKS)."""
     assert checked_batches(tmp_path / "one", monkeypatch, batch=16) == ([True], [4])
     assert checked_batches(tmp_path / "two", monkeypatch, batch=2) == ([True], [2, 2])
     assert checked_batches(tmp_path / "uneven", monkeypatch, batch=3) == ([True], [3, 1])

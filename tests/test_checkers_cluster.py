@@ -28,8 +28,8 @@ from support.checker_runs import SCENARIOS
 from support.spark_standalone import StandaloneCluster, java_available
 
 from checkers.pipeline import RESULTS_FILE, find_runs
-from checkers.session import session_conf
-from checkers.shipping import ENGINE_JAR_NAME, PACKAGE_ZIP_NAME, is_local, package_zip
+from checkers.spark.session import session_conf
+from checkers.spark.shipping import ENGINE_JAR_NAME, PACKAGE_ZIP_NAME, is_local, package_zip
 
 pytestmark = [pytest.mark.spark, pytest.mark.jvm]
 
@@ -41,7 +41,7 @@ MEASURED_BY_THE_ENGINE = ("time", "engine-seconds", "engine-cpu-seconds")
 CLUSTER_DRIVER = textwrap.dedent("""
     import json, sys
     from checkers.pipeline import check_runs, find_runs
-    from checkers.session import get_spark
+    from checkers.spark.session import get_spark
 
     master, store, log = sys.argv[1:4]
     conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
@@ -53,7 +53,7 @@ CLUSTER_DRIVER = textwrap.dedent("""
     def origin(_):
         import os, socket
         import checkers
-        from checkers.shipping import use_shipped_engine
+        from checkers.spark.shipping import use_shipped_engine
         from checkers.knossos import jvm
         use_shipped_engine()
         return {"checkers": checkers.__file__, "jar": str(jvm._engine_jar()), "cwd": os.getcwd()}
@@ -164,7 +164,7 @@ def test_only_local_masters_skip_shipping():
 
 def test_shipped_zip_holds_the_checkers_code_but_not_bytecode_or_java_sources():
     names = zipfile.ZipFile(package_zip()).namelist()
-    assert {"checkers/pipeline.py", "checkers/knossos/jvm.py", "checkers/shipping.py"} <= set(names)
+    assert {"checkers/pipeline.py", "checkers/knossos/jvm.py", "checkers/spark/shipping.py"} <= set(names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".java")]
 
 

@@ -21,7 +21,7 @@ _SESSION_PROBE = """
 import json, os, sys
 from pyspark.sql import SparkSession
 from checkers import pipeline
-from checkers.session import get_spark
+from checkers.spark.session import get_spark
 
 def jvm():
     spark = SparkSession.getActiveSession()
@@ -92,11 +92,11 @@ def test_setting_the_driver_java_options_opts_out_of_the_quick_jvm(tmp_path):
 
 def _built_class_archive() -> Path:
     """The driver's class archive; in CI its absence fails the test (setup builds it)."""
-    from checkers.session import class_archive
+    from checkers.spark.session import class_archive
 
     archive = class_archive()
     if not archive.is_file():
-        message = f"{archive} missing: scripts/setup.sh builds it (python -m checkers.class_data_archive)"
+        message = f"{archive} missing: scripts/setup.sh builds it (python -m checkers.spark.class_data_archive)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -104,7 +104,7 @@ def _built_class_archive() -> Path:
 
 
 def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
-    """scripts/setup.sh builds it (python -m checkers.class_data_archive); both the quick and the
+    """scripts/setup.sh builds it (python -m checkers.spark.class_data_archive); both the quick and the
     fully compiling JVM use it, with the throughput collector."""
     archive = _built_class_archive()
     queue_all(tmp_path)
@@ -117,7 +117,7 @@ def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
 _SPACED_PROBE = """
 import json, sys
 from pathlib import Path
-from checkers import session
+from checkers.spark import session
 
 archive, log = Path(sys.argv[1]), Path(sys.argv[2])
 session.class_archive = lambda: archive
@@ -154,7 +154,8 @@ def test_paths_with_spaces_and_quotes_reach_the_driver_jvm_as_one_option(tmp_pat
 def test_the_class_archive_is_built_from_an_interpreted_and_a_compiled_check(tmp_path, monkeypatch):
     """A tiny check loads no code-generation classes: the build checks its sample both
     ways so that larger checks find theirs in the archive too (unit level: no JVM)."""
-    from checkers import class_data_archive, pipeline, session
+    from checkers import pipeline
+    from checkers.spark import class_data_archive, session
 
     limits = []
 

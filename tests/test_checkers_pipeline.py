@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from checkers.pipeline import check_runs, find_runs
-from checkers.session import get_spark
+from checkers.spark.session import get_spark
 from support.checker_runs import MS, ROOT, SCENARIOS, RunBuilder, queue_all, queue_duplicates
 
 pytestmark = [pytest.mark.spark, pytest.mark.jvm]
@@ -421,7 +421,7 @@ def test_queue_reads_values_as_spark_json_functions_would(spark):
     chaos_json_fields what json_tuple answers; both read each value's bytes once."""
     from pyspark.sql import functions as F
 
-    from checkers import jvmfunctions
+    from checkers.spark import jvmfunctions
 
     jvmfunctions.register(spark)
     names = ("id", "key", "queue", "offset", "x")
@@ -442,7 +442,7 @@ def test_queue_reads_values_as_spark_json_functions_would(spark):
 def test_without_the_engine_jar_the_checks_say_how_to_build_it(spark, tmp_path, monkeypatch):
     """The JVM functions live in the engine jar; without it (no javac) a check ends in an
     error naming the set-up script, and every run still gets its results.json."""
-    from checkers import jvmfunctions, shipping
+    from checkers.spark import jvmfunctions, shipping
 
     monkeypatch.setattr(jvmfunctions, "_registered", set())
     monkeypatch.setattr(shipping, "engine_jar", lambda: None)
@@ -678,7 +678,7 @@ def test_partition_keys_land_where_spark_hashes_them(spark):
 
 
 def test_small_tables_reach_spark_as_the_rows_given(spark):
-    from checkers.frames import local_frame
+    from checkers.spark.frames import local_frame
 
     rows = [(0, 5, 9, [1, 2]), (3, None, 7, [])]
     frame = local_frame(spark, rows, "s_run int, lo long, hi long, ids array<int>")
@@ -687,7 +687,7 @@ def test_small_tables_reach_spark_as_the_rows_given(spark):
 
 
 def test_input_settings_are_restored_and_leave_a_user_setting_alone(spark):
-    from checkers.session import DEFAULT_CONF, input_settings
+    from checkers.spark.session import DEFAULT_CONF, input_settings
 
     keys = ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")
     session_had = {k: spark.conf.get(k) for k in keys}

@@ -1,68 +1,30 @@
 """The plugin API: the example of docs/nemeses.md installed as a package and run on a cluster."""
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
-import re
 import subprocess
 import sys
 import threading
-import tomllib
-import zipfile
 from pathlib import Path
 
 import pytest
 
 import faults
 from faults import registry
+from faults.runner import run_schedule
 from faults.schedule import FaultSpec, ScheduleSpec, plan
+from faults.validate import validate
 from support.faults import chain_is_gone, make_context, reachability, read_events
+from support.plugins import install_example
 
 DOCS = Path(__file__).parent.parent / "docs" / "nemeses.md"
 CHAOS = str(Path(sys.executable).parent / "chaos")
 
 
-def example_from_docs() -> tuple[str, str]:
-    """The plugin module and the entry point line, exactly as docs/nemeses.md shows them."""
-    text = DOCS.read_text()
-    section = text[text.index("### A complete example"):]
-    module = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    project = tomllib.loads(re.search(r"```toml\n(.*?)```", section, re.S).group(1))["project"]
-    [(name, target)] = project["entry-points"]["chaos.faults"].items()
-    return module, f"{name} = {target}"
-
-
-def build_wheel(directory: Path, module: str, entry: str) -> Path:
-    """A wheel is a zip with a dist-info directory; writing one needs no build backend."""
-    dist = "chaos_linkcut-0.1.dist-info"
-    files = {
-        "chaos_linkcut.py": module,
-        f"{dist}/METADATA": "Metadata-Version: 2.1\nName: chaos-linkcut\nVersion: 0.1\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{dist}/entry_points.txt": f"[chaos.faults]\n{entry}\n",
-    }
-    record = []
-    for name, content in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(content.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(content.encode())}")
-    record.append(f"{dist}/RECORD,,")
-    path = directory / "chaos_linkcut-0.1-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as wheel:
-        for name, content in files.items():
-            wheel.writestr(name, content)
-        wheel.writestr(f"{dist}/RECORD", "\n".join(record) + "\n")
-    return path
-
-
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("plugin")
-    wheel = build_wheel(work, *example_from_docs())
-    site = work / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--disable-pip-version-check", "--target", str(site), str(wheel)], check=True, timeout=300)
-    return site
+    return install_example(tmp_path_factory.mktemp("plugin"), DOCS, "### A complete example",
+                           registry.ENTRY_POINT_GROUP)
 
 
 @pytest.fixture
@@ -95,13 +57,13 @@ def test_the_plugin_nemesis_runs_on_a_cluster_and_is_healed(plugin_loaded, netns
     from support.faults import start_servers, stop_servers
 
     inventory, pool = netns_cluster
-    assert faults.validate(["link-cut"], inventory.names) == [FaultSpec("link-cut", {})]
+    assert validate(["link-cut"], inventory.names) == [FaultSpec("link-cut", {})]
     procs = start_servers(inventory, pool)
     try:
         ctx = make_context(inventory, pool, tmp_path, procs, seed=4)
         during: list[dict[str, set[str]]] = []
         spec = ScheduleSpec([FaultSpec("link-cut")], interval=0.1, duration=0.5)
-        faults.run_schedule(ctx, plan(4, spec, 1.0), threading.Event(),
+        run_schedule(ctx, plan(4, spec, 1.0), threading.Event(),
                             on_change=lambda active: active and during.append(reachability(inventory, pool)))
         start, stop = read_events(tmp_path)
         a, b = start["value"]["targets"]
@@ -153,8 +115,8 @@ def test_a_broken_plugin_is_reported_and_the_rest_still_load(tmp_path, monkeypat
     monkeypatch.setattr(registry, "_registry", dict(registry._registry))
     registry.load_plugins(reload=True)
     try:
-        assert any("chaos_broken_missing" in problem for problem in faults.plugin_errors())
-        assert "random-kill" in faults.names()
+        assert any("chaos_broken_missing" in problem for problem in registry.plugin_errors())
+        assert "random-kill" in registry.names()
     finally:
         monkeypatch.undo()
         registry.load_plugins(reload=True)
@@ -174,11 +136,11 @@ def test_a_broken_plugin_is_reported_and_the_rest_still_load(tmp_path, monkeypat
 ])
 def test_bad_fault_choices_fail_before_the_run_with_one_clear_line(names, nodes, fixed, message) -> None:
     with pytest.raises(faults.FaultError) as error:
-        faults.validate(names, [f"n{i}" for i in range(1, nodes + 1)], fixed)
+        validate(names, [f"n{i}" for i in range(1, nodes + 1)], fixed)
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
 def test_validate_fills_in_fixed_targets_and_keeps_options() -> None:
-    specs = faults.validate(["fixed-kill", "random-loss:probability=0.4", "noop"], ["n1", "n2", "n3"], ["n2"])
+    specs = validate(["fixed-kill", "random-loss:probability=0.4", "noop"], ["n1", "n2", "n3"], ["n2"])
     assert specs == [FaultSpec("fixed-kill", {"targets": ["n2"]}), FaultSpec("random-loss", {"probability": 0.4}),
                      FaultSpec("noop", {})]

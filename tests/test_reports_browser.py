@@ -25,6 +25,7 @@ import pytest
 
 from support.browser import Loaded, browser  # noqa: F401 - browser is a fixture
 from support.ports import free_port
+from support.stores import stored
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parent.parent
@@ -91,11 +92,11 @@ def write_queue_run(store: Path) -> Path:
         + "\n")
     spec = {"profile": "controller-3", "workload": "queue", "faults": ["random-kill"], "time": 6.0,
             "interval": 2.0, "recovery": 2.0, "seed": 42, "timing": "fast", "note": XSS}
-    (run / "run.json").write_text(json.dumps({"kind": "run", "run_id": run.name, "campaign_id": run.parent.parent.name,
-                                              "workload": "queue", "profile": "controller-3", "seed": 42,
-                                              "status": "complete", "spec": spec}))
-    (run.parent.parent / "campaign.json").write_text(json.dumps({"campaign_id": run.parent.parent.name,
-                                                                 "kind": "ad-hoc", "runs": [run.name]}))
+    (run / "run.json").write_text(json.dumps(stored({"kind": "run", "run_id": run.name, "campaign_id": run.parent.parent.name,
+                                                     "workload": "queue", "profile": "controller-3", "seed": 42,
+                                                     "status": "complete", "spec": spec})))
+    (run.parent.parent / "campaign.json").write_text(json.dumps(stored({"campaign_id": run.parent.parent.name,
+                                                                        "kind": "ad-hoc", "runs": [run.name]})))
     return run
 
 

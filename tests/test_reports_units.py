@@ -18,10 +18,10 @@ import pytest
 import reports
 from reports.assets import install_assets, plotly_js
 from reports.charts import figure_div, hover_text
-from reports.load import read_json
+from reports.load import StoredRun, read_json
 from reports.render import render_page
 from reports.run_report import failover_note, replay_command
-from reports.load import RunFacts
+from support.stores import stored
 
 CHAOS = str(Path(sys.executable).parent / "chaos")
 EVIL = "</script><!--<script>alert(1)</script>"
@@ -39,7 +39,7 @@ def results(**checkers):
             "rto": {"valid": True, "windows": [window()], "not_recovered": [], "max_unavailable_s": 2.2},
             "perf": {"valid": True, "latency": [], "series": []}}
     base.update(checkers)
-    return {"valid": False if any(c.get("valid") is False for c in base.values()) else True, "checkers": base}
+    return stored({"valid": False if any(c.get("valid") is False for c in base.values()) else True, "checkers": base})
 
 
 def figure(html: str, div_id: str) -> dict:
@@ -51,9 +51,9 @@ def figure(html: str, div_id: str) -> dict:
 def make_run(tmp_path: Path, results_text: str | None, run_json: dict | None = None) -> Path:
     run = tmp_path / "c1" / "runs" / "r1"
     (run / "history").mkdir(parents=True)
-    (tmp_path / "c1" / "campaign.json").write_text(json.dumps({"runs": ["r1"]}))
+    (tmp_path / "c1" / "campaign.json").write_text(json.dumps(stored({"runs": ["r1"]})))
     if run_json is not None:
-        (run / "run.json").write_text(json.dumps(run_json))
+        (run / "run.json").write_text(json.dumps(stored(run_json)))
     if results_text is not None:
         (run / "results.json").write_text(results_text)
     return run
@@ -177,7 +177,7 @@ def test_a_window_that_never_recovered_is_marked_in_chart_and_table(tmp_path):
 
 
 def test_replay_command_quotes_every_value_and_replays_the_spec():
-    facts = RunFacts(Path("r"), run={"spec": {"profile": "controller-3", "faults": ["random-loss:probability=0.3",
+    facts = StoredRun(Path("r"), run={"spec": {"profile": "controller-3", "faults": ["random-loss:probability=0.3",
                                                                                      "x; rm -rf /"],
                                               "time": 20.0, "seed": 7, "ordered": True, "mix": {"read": 2.0},
                                               "targets": [], "nodes": None}})

@@ -1,7 +1,8 @@
-"""Library bugs caught on a real cluster: one seeded short run per part of the SUT
-(DLedger's Raft commit rule, Controller mode's ack path, the flush path), sharing
-one 3-node cluster and one Spark check. Every bug of the library is also shown
-caught by `chaos teeth` and bench/catch_rate.py (docs/teeth.md).
+"""Library bugs caught on a real cluster: one seeded short run per bug whose catch
+does not hang on an election race (DLedger's Raft commit rule, Controller mode's ack,
+SyncStateSet, truncation and read paths, the flush path), sharing one 3-node cluster
+and one Spark check. The two election-order Raft bugs are caught only in some
+schedules; their catch rates are bench entries (bench/catch_rate.py, docs/teeth.md).
 
 Short runs in every form (`timing: fast` for the failovers): the bugs need one fault
 window that outlasts failure detection, not a long run.
@@ -24,16 +25,25 @@ from tests.conftest import require
 pytestmark = [pytest.mark.cluster, pytest.mark.root, pytest.mark.spark]
 
 COMMON = {"workload": "queue", "timing": "fast", "rate": 40, "concurrency": 4, "seed": 1, "check": False}
+CONTROLLER_PARTITION = {"profile": "controller-3", "faults": ["leader-partition"], "targets": ["brokers"],
+                        "time": 14, "interval": 4, "duration": 5, "recovery": 5}
 RUNS = {
     "raft-commit-without-quorum": {"profile": "dledger-3", "faults": ["leader-partition"], "targets": ["brokers"],
                                    "time": 12, "interval": 3, "duration": 4, "recovery": 4},
-    "ack-without-sync-state-set": {"profile": "controller-3", "faults": ["leader-partition"],
-                                   "targets": ["brokers"], "time": 14, "interval": 4, "duration": 5,
-                                   "recovery": 5},
+    "ack-without-sync-state-set": CONTROLLER_PARTITION,
+    "read-beyond-confirm-offset": CONTROLLER_PARTITION,
+    "sync-state-set-shrink-before-commit": CONTROLLER_PARTITION,
+    "truncate-keeps-consume-queue": CONTROLLER_PARTITION,
     # RocketMQ's flush interval (500 ms): at `fast` (50 ms) a crash seldom finds an acked tail unsynced
     "sync-flush-without-fsync": {"profile": "single-broker-sync", "faults": ["leader-crash"], "timing": "default",
                                  "time": 10, "interval": 3, "duration": 3, "recovery": 3},
 }
+# What each bug must show (docs/teeth.md): acknowledged messages gone from the final log;
+# reads of a tail that was never acknowledged, then cut; or queue offsets holding two messages.
+LOSS = ("lost", "lost_after_consume_acknowledged")
+EXPECTED = {bug: LOSS for bug in RUNS} | {
+    "read-beyond-confirm-offset": ("lost_after_consume", "inconsistent_offsets"),
+    "truncate-keeps-consume-queue": ("inconsistent_offsets",)}
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +63,11 @@ def checked(make_cluster, tmp_path_factory) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("bug", list(RUNS))
-def test_the_bug_is_caught_losing_acknowledged_messages(checked, bug):
+def test_the_bug_is_caught_with_the_anomaly_it_documents(checked, bug):
     result = checked[bug]["result"]
     counts = result["checkers"]["queue"]["counts"]
     assert result["valid"] is False, json.dumps(counts)
-    assert counts["lost"] + counts["lost_after_consume_acknowledged"] > 0, json.dumps(counts)
+    assert sum(counts[key] for key in EXPECTED[bug]) > 0, json.dumps(counts)
 
 
 def test_run_json_and_the_run_page_say_the_bug_was_switched_on(checked):

@@ -12,7 +12,7 @@ import pytest
 
 from checkers.knossos import analysis
 from checkers.knossos.edn import load_history, without_audit
-from checkers.ops import LINEARIZABILITY_MODELS
+from checkers.routes import LINEARIZABILITY_MODELS
 from workloads.base import WorkloadOptions
 from workloads.history import read_history
 from workloads.log import LogWorkload

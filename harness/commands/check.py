@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.cli import UserError
+from records import version_problem_of
 
 VERDICTS = {True: "[green]ok[/]", False: "[red bold]FAIL[/]", "unknown": "[yellow]?[/]"}
 SECTIONS = ("stats", "queue", "order", "linearizable", "rto", "perf")
@@ -48,16 +49,23 @@ def shown(run: Path) -> str:
         return str(run)
 
 
+def sections_of(results: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The built-in sections, then those of other registered checkers found in `results`."""
+    others = {name for result in results for name in result.get("checkers", {}) if name not in SECTIONS}
+    return (*SECTIONS, *sorted(others))
+
+
 def _summary(results: list[dict[str, Any]], runs: list[Path]) -> Table:
     parent = Path(os.path.commonpath(runs)) if len(runs) > 1 else runs[0].parent
     table = Table(title=f"runs in {shown(parent)}", title_justify="left")
     table.add_column("run", overflow="fold")
-    for column in ("workload", "verdict", *(HEADERS.get(s, s) for s in SECTIONS)):
+    names = sections_of(results)
+    for column in ("workload", "verdict", *(HEADERS.get(s, s) for s in names)):
         table.add_column(column, no_wrap=True)
     for run, result in zip(runs, results):
         sections = result.get("checkers", {})
         table.add_row(str(run.relative_to(parent)), str(result.get("workload")), _verdict(result),
-                      *(_verdict(sections.get(name)) for name in SECTIONS))
+                      *(_verdict(sections.get(name)) for name in names))
     return table
 
 
@@ -75,7 +83,7 @@ def _details(console: Console, run: Path, result: dict[str, Any]) -> None:
     if malformed.get("count", 0) > MALFORMED_SHOWN:
         say(f"{run}: ... {malformed['count'] - MALFORMED_SHOWN} more malformed line(s) "
             "in checked/malformed.parquet")
-    for name in SECTIONS:
+    for name in sections_of([result]):
         section = sections.get(name, {})
         for problem in section.get("problems", []):
             say(f"{run}: {name}: {problem}")
@@ -100,7 +108,8 @@ def check(store_dirs: tuple[Path, ...], spark_master: str | None, confs: tuple[s
 
     Example: chaos check store/latest --conf spark.driver.memory=4g
     """
-    from checkers.pipeline import STEPS, CheckError, check_runs, find_runs
+    from checkers.pipeline import CheckError, check_runs, find_runs, steps
+    from checkers.registry import plugin_errors
     from checkers.verdict import exit_code, merge_valid
 
     conf = parse_conf(confs)
@@ -108,13 +117,20 @@ def check(store_dirs: tuple[Path, ...], spark_master: str | None, confs: tuple[s
         runs = find_runs(store_dirs)
     except CheckError as exc:
         raise UserError(str(exc)) from None
+    for run in runs:  # a run the checkers cannot read right: refused before Spark starts
+        old = version_problem_of(Path(run) / "run.json")
+        if old is not None:
+            raise UserError(old)
     console = Console()
+    for problem in plugin_errors():
+        console.print(f"checker plugin not loaded: {problem}", markup=False, highlight=False, soft_wrap=True)
+    names = steps()
     with Progress(TextColumn("{task.description:<28}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as progress:
-        task = progress.add_task(f"checking {len(runs)} run(s)", total=len(STEPS))
+        task = progress.add_task(f"checking {len(runs)} run(s)", total=len(names))
 
         def step(name: str) -> None:
-            progress.update(task, description=name, completed=STEPS.index(name))
+            progress.update(task, description=name, completed=names.index(name))
 
         log_file = spark_log or Path(os.path.commonpath([p.resolve() for p in store_dirs])) / "spark.log"
         try:
@@ -122,7 +138,7 @@ def check(store_dirs: tuple[Path, ...], spark_master: str | None, confs: tuple[s
         except Exception as exc:  # Spark could not start, the store is not writable ...
             raise UserError(f"checking failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0]} "
                             f"(Spark's log: {log_file})") from None
-        progress.update(task, completed=len(STEPS))
+        progress.update(task, completed=len(names))
     console.print(_summary(results, runs))
     console.print(LEGEND, highlight=False)
     for run, result in zip(runs, results):

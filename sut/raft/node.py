@@ -13,7 +13,8 @@ The protocol follows DLedger where DLedger and textbook Raft differ:
 - Commit is the quorum-th highest match index; by default only entries of the
   current term are committed by counting (Raft 5.4.2), which DLedger 0.3.1.2
   lacked: `commit_current_term_only=False` reproduces that.
-A new leader appends an empty entry of its term; once that is applied the
+A new leader appends an empty entry of its term (not with the library bug
+`raft-commit-prior-term`, see sut/bugs.py); once that is applied the
 leader is "ready": everything committed before it has been applied.
 """
 from __future__ import annotations
@@ -40,6 +41,7 @@ from sut.waiting import cancel_and_wait
 
 Handler = Callable[[Command, Connection], Awaitable[Command | None]]
 ApplyFn = Callable[[Entry], Any]
+RewindFn = Callable[[], Awaitable[None]]
 
 
 class Role(str, enum.Enum):
@@ -58,7 +60,7 @@ class Vote(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class Applied:
+class AppliedProposal:
     """A committed and applied proposal: where it went and what the state machine returned."""
 
     index: int
@@ -88,7 +90,8 @@ class RaftNode:
 
     def __init__(self, config: RaftConfig, apply: ApplyFn | None = None,
                  log: logging.Logger | None = None,
-                 extra_handlers: dict[int, Handler] | None = None) -> None:
+                 extra_handlers: dict[int, Handler] | None = None,
+                 rewind: RewindFn | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
         self.log = log or logging.getLogger(f"raft.{config.node_id}")
@@ -96,6 +99,8 @@ class RaftNode:
         self.raft_log = RaftLog(os.path.join(store, "entries.log"), config.sync_flush, self.log)
         self.meta = TermVote(os.path.join(store, "meta.json"))
         self._apply_fn = apply
+        self._rewind_fn = rewind     # drops everything applied, to apply the log again from 1
+        self._rewinding = False
         self._handlers: dict[int, Handler] = {
             RequestCode.RAFT_VOTE: self._on_vote,
             RequestCode.RAFT_HEARTBEAT: self._on_heartbeat,
@@ -187,7 +192,7 @@ class RaftNode:
             await client.close()
         self.raft_log.close()
 
-    async def propose(self, data: bytes, timeout: float | None = None) -> Applied:
+    async def propose(self, data: bytes, timeout: float | None = None) -> AppliedProposal:
         """Append `data` as leader and wait until it is applied.
 
         Raises NotLeader / PendingFull (definite: nothing was appended) or
@@ -294,7 +299,13 @@ class RaftNode:
         self._replicators = {peer: Replicator(self, peer, self.term, self.log) for peer in self.config.others}
         for replicator in self._replicators.values():
             replicator.start()
-        self._ready_index = self._append_local(b"")
+        if bugs.on("raft-commit-prior-term"):
+            # DLedger before its no-op (openmessaging/dledger issue 305) started a term with
+            # no entry of its own: the older tail commits by counting replicas alone.
+            self._ready_index = self.raft_log.last_index
+            self._advance_commit()
+        else:
+            self._ready_index = self._append_local(b"")
         self._notify()
 
     def _drop_replicators(self) -> None:
@@ -487,12 +498,22 @@ class RaftNode:
         while True:
             await self._commit_event.wait()
             self._commit_event.clear()
-            while self.applied_index < self.commit_index:
+            if self._rewinding:
+                await self._rewind()
+            while not self._rewinding and self.applied_index < self.commit_index:
                 batch = self.raft_log.entries(self.applied_index + 1, self.commit_index, 4 << 20)
                 for entry in batch:
                     self._apply_one(entry)
                 self._notify()
                 await asyncio.sleep(0)  # let the network breathe between big batches
+
+    async def _rewind(self) -> None:
+        """Forget what was applied (its entries were cut) and apply the log again from 1."""
+        self._rewinding = False
+        if self._rewind_fn is not None:
+            await self._rewind_fn()
+        self.applied_index = 0
+        self._commit_event.set()
 
     def _apply_one(self, entry: Entry) -> None:
         result: Any = None
@@ -518,7 +539,7 @@ class RaftNode:
         elif error is not None:
             future.set_exception(RaftError(f"apply failed: {error}"))
         else:
-            future.set_result(Applied(entry.index, entry.term, result))
+            future.set_result(AppliedProposal(entry.index, entry.term, result))
 
     # ---- RPC handlers (peers) --------------------------------------------------------
     async def _dispatch(self, cmd: Command, conn: Connection) -> Command | None:
@@ -618,9 +639,7 @@ class RaftNode:
         index, index_term = int(cmd.fields["index"]), int(cmd.fields["index_term"])
         if self.raft_log.term_at(index) != index_term:
             return self._inconsistent(cmd, f"no entry of term {index_term} at {index} to truncate after")
-        if index < self.commit_index:
-            self.log.error("refusing to truncate committed entries after %d (commit %d)", index,
-                           self.commit_index)
+        if index < self.commit_index and not self._cut_committed(index):
             return self._inconsistent(cmd, "truncation below the commit index")
         removed = self.raft_log.truncate_after(index)
         if removed:
@@ -628,6 +647,28 @@ class RaftNode:
                              removed, index)
         self._matched = index
         return self._reply(cmd)
+
+    def _cut_committed(self, index: int) -> bool:
+        """A leader asks to cut committed entries after `index`: whether to obey.
+
+        With the election restriction a leader holds every committed entry
+        (Leader Completeness, Raft 5.4.3), so such a request means a broken
+        invariant and is refused. Without it (`raft-vote-ignores-log`) nothing
+        backs that guarantee: the follower obeys, as a Raft or DLedger follower
+        does, drops its commit index to `index` and rebuilds its state machine
+        from the shorter log.
+        """
+        if not bugs.on("raft-vote-ignores-log"):
+            self.log.error("refusing to cut committed entries after %d (commit %d)", index,
+                           self.commit_index)
+            return False
+        self.log.error("cutting committed entries after %d (commit %d) on the order of leader %s",
+                       index, self.commit_index, self.leader_id)
+        self.commit_index = index
+        if self.applied_index > index:
+            self._rewinding = True
+            self._commit_event.set()
+        return True
 
     def _on_append_entries(self, cmd: Command) -> Command:
         prev_index, prev_term = int(cmd.fields["prev_index"]), int(cmd.fields["prev_term"])
@@ -640,8 +681,7 @@ class RaftNode:
             if existing == term:
                 continue
             if existing is not None:
-                if index <= self.commit_index:
-                    self.log.error("refusing to overwrite committed entry %d", index)
+                if index <= self.commit_index and not self._cut_committed(index - 1):
                     return self._inconsistent(cmd, "overwrite below the commit index")
                 self.raft_log.truncate_after(index - 1)
                 self._matched = min(self._matched, index - 1)

@@ -80,7 +80,7 @@ _JVM_EXIT_S = 60
 
 def class_archive() -> Path:
     """Where the set-up script keeps the class-data-sharing archive of Spark's classes
-    (checkers/class_data_archive.py): with it the driver JVM maps the classes a check loads
+    (checkers/spark/class_data_archive.py): with it the driver JVM maps the classes a check loads
     instead of loading and verifying them one by one, so the session starts sooner.
     One per pyspark version and JDK: a JVM ignores an archive another JDK
     wrote, so after a JDK upgrade the set-up script builds a new one."""
@@ -233,7 +233,7 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
     runs) is reused as it is: Spark cannot change master or JVM options later.
     `quick`: start the driver JVM for small checks (QUICK_START_JAVA_OPTIONS).
     On a cluster master the checkers' code and engine jar are shipped to the
-    executors (checkers.shipping).
+    executors (checkers.spark.shipping).
     """
     global _launched
     active = SparkSession.getActiveSession()

@@ -38,7 +38,7 @@ def package_zip() -> Path:
         _shipping_dir = tempfile.TemporaryDirectory(prefix="chaos-spark-ship-")
     target = Path(_shipping_dir.name) / PACKAGE_ZIP_NAME
     if not target.exists():
-        package = Path(__file__).resolve().parent
+        package = Path(__file__).resolve().parents[1]
         with zipfile.ZipFile(target.with_suffix(".tmp"), "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(package.rglob("*")):
                 relative = path.relative_to(package.parent)
@@ -52,9 +52,9 @@ def engine_jar() -> Path | None:
     """The engine jar to ship (built when its sources changed), or None without javac/JDK.
 
     Without it the linearizability checker reports `unknown` with the reason,
-    and reading the history's lines (checkers.jvmfunctions.register) fails.
+    and reading the history's lines (checkers.spark.jvmfunctions.register) fails.
     """
-    from .knossos import jvm
+    from ..knossos import jvm
 
     try:
         return Path(jvm._engine_jar())

@@ -1,6 +1,6 @@
-"""Build the class-data-sharing archive of the driver JVM (checkers.session.class_archive).
+"""Build the class-data-sharing archive of the driver JVM (checkers.spark.session.class_archive).
 
-    python -m checkers.class_data_archive          # what scripts/setup.sh runs, once per pyspark version
+    python -m checkers.spark.class_data_archive    # what scripts/setup.sh runs, once per pyspark version
 
 Small checks run on a JVM started with -XX:ArchiveClassesAtExit: when that
 JVM exits it writes every class it loaded (Spark's, Hadoop's, Parquet's,
@@ -18,7 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from . import pipeline, session
+from .. import pipeline
+from . import session
 
 _PROCESSES = 4
 
