@@ -125,9 +125,9 @@ def write_log_run(campaign: Path) -> Path:
     (run / "history").mkdir(parents=True)
     with open(run / "history" / "worker-0.jsonl", "w") as out:
         out.writelines(json.dumps(event) + "\n" for event in log_events())
-    (run / "run.json").write_text(json.dumps({"kind": "run", "run_id": run.name, "campaign_id": campaign.name,
-                                              "workload": "log", "profile": "dledger-3", "status": "complete",
-                                              "spec": {"profile": "dledger-3", "workload": "log"}}))
+    (run / "run.json").write_text(json.dumps(stored({"kind": "run", "run_id": run.name, "campaign_id": campaign.name,
+                                                     "workload": "log", "profile": "dledger-3", "status": "complete",
+                                                     "spec": {"profile": "dledger-3", "workload": "log"}})))
     listed = json.loads((campaign / "campaign.json").read_text())
     (campaign / "campaign.json").write_text(json.dumps({**listed, "runs": listed["runs"] + [run.name]}))
     return run
