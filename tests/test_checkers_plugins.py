@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,9 @@ from checkers import pipeline, registry
 from checkers.context import RunFacts
 from records import CheckInputs
 from support.checker_runs import RunBuilder, poll, item, send
-from support.plugins import install_example
+from support.plugins import CHAOS, example_site
 
-DOCS = Path(__file__).parent.parent / "docs" / "contracts.md"
-CHAOS = str(Path(sys.executable).parent / "chaos")
-
-
-@pytest.fixture(scope="module")
-def plugin_site(tmp_path_factory) -> Path:
-    return install_example(tmp_path_factory.mktemp("checker-plugin"), DOCS, "### Writing a checker",
-                           registry.ENTRY_POINT_GROUP)
+plugin_site = example_site("contracts.md", "### Writing a checker", registry.ENTRY_POINT_GROUP)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -15,16 +14,9 @@ from faults.runner import run_schedule
 from faults.schedule import FaultSpec, ScheduleSpec, plan
 from faults.validate import validate
 from support.faults import chain_is_gone, make_context, reachability, read_events
-from support.plugins import install_example
+from support.plugins import CHAOS, example_site
 
-DOCS = Path(__file__).parent.parent / "docs" / "nemeses.md"
-CHAOS = str(Path(sys.executable).parent / "chaos")
-
-
-@pytest.fixture(scope="module")
-def plugin_site(tmp_path_factory) -> Path:
-    return install_example(tmp_path_factory.mktemp("plugin"), DOCS, "### A complete example",
-                           registry.ENTRY_POINT_GROUP)
+plugin_site = example_site("nemeses.md", "### A complete example", registry.ENTRY_POINT_GROUP)
 
 
 @pytest.fixture
