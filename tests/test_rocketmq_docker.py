@@ -11,7 +11,7 @@ from sut.rocketmq.release import ReleaseError, ensure
 from conftest import require
 from support.docker import engine_or_skip, leftovers
 
-pytestmark = [pytest.mark.cluster, pytest.mark.root, pytest.mark.jvm]
+pytestmark = [pytest.mark.root, pytest.mark.jvm]
 
 WORKDIR_MARK = "-Duser.home=/var/tmp/rocketmq-chaos"  # every RocketMQ JVM the deployer starts names it
 
