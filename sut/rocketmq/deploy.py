@@ -131,9 +131,9 @@ class RocketMQDeployer(Placement):
             return f"brokers not routed by the nameserver: {', '.join(missing)}"
         if not any(e.broker_id == 0 for e in entries):
             return "the broker group has no master"
-        return self._sync_state_short()
+        return self._sync_state_incomplete()
 
-    def _sync_state_short(self) -> str | None:
+    def _sync_state_incomplete(self) -> str | None:
         """Controller mode: why the SyncStateSets do not hold every broker yet. A cluster
         counts as up only when they do, so that the first fault finds every replica
         electable, as a long-running cluster has it, rather than the master alone."""
