@@ -48,6 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from records import CheckInputs, RunJson  # noqa: E402
+
 MS = 1_000_000
 PRODUCERS, CONSUMERS = 96, 32
 OPS_PER_SECOND = 20_000
@@ -150,8 +152,9 @@ def generate(run_dir: Path, events: int, seed: int = 7) -> int:
                 out.write(json.dumps({"process": "nemesis", "type": "info", "f": fault,
                                       "value": {"phase": phase, "targets": [f"n{i % 5 + 1}"]},
                                       "time": at * 1_000_000_000}) + "\n")
+    checks = CheckInputs(workload="queue", profile="synthetic", seed=seed, rto_threshold_s=5)
     (run_dir / "run.json").write_text(json.dumps(
-        {"workload": "queue", "profile": "synthetic", "seed": seed, "rto_threshold_s": 5}))
+        RunJson(workload="queue", profile="synthetic", seed=seed, checks=checks).as_json()))
     return written
 
 

@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import nuclei  # noqa: E402
 from inventory import Pool, netns  # noqa: E402
+from nuclei.net import remove  # noqa: E402
 from sut import admin  # noqa: E402
 from sut.deploy import Deployer  # noqa: E402
 from sut.client import Producer  # noqa: E402
@@ -202,7 +203,7 @@ async def one_partition(group: NetnsGroup, producer: Producer, hosts: dict[str, 
     try:
         return await send_until_ok(producer, started, 120)
     finally:
-        await asyncio.to_thread(nuclei.remove, group.pool, group.journal, entry)
+        await asyncio.to_thread(remove, group.pool, group.journal, entry)
 
 
 def bench_partitions(profiles: list[str], timing: str, count: int, base: str,

@@ -29,7 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import faults  # noqa: E402
 import nuclei  # noqa: E402
+from faults.registry import create  # noqa: E402
 from inventory import Pool, docker, netns  # noqa: E402
+from nuclei.process import Proc  # noqa: E402
 
 PROVIDERS = {"netns": netns, "docker": docker}
 
@@ -51,7 +53,7 @@ def summary(samples: list[float]) -> str:
 def bench_size(size: int, rounds: int, work: Path, provider=netns) -> None:
     name = f"bench{os.getpid()}-{secrets.token_hex(2)}"
     inventory = provider.up(name, size, persistent=False)
-    procs = {n.name: nuclei.Proc(n.name, "sleeper", pidfile=f"{n.workdir}/sleeper.pid",
+    procs = {n.name: Proc(n.name, "sleeper", pidfile=f"{n.workdir}/sleeper.pid",
                                  argv=("python3", "-c", SLEEPER, n.workdir), role="broker",
                                  logfile=f"{n.workdir}/sleeper.log") for n in inventory.nodes}
     try:
@@ -67,7 +69,7 @@ def bench_size(size: int, rounds: int, work: Path, provider=netns) -> None:
                 start_process=lambda proc: pool.start_detached(proc.node, list(proc.argv), proc.pidfile,
                                                                proc.logfile))
 
-        partition, kill = faults.create("random-partition"), faults.create("random-kill")
+        partition, kill = create("random-partition"), create("random-kill")
         # Cold: the first fault on a fresh pool pays for opening the SSH connections.
         cold: dict[str, float] = {}
         for key, nemesis in (("partition apply", partition), ("kill apply", kill)):

@@ -5,6 +5,7 @@ for the same profile on the same box (the same-box reference).
     .venv/bin/python bench/rocketmq.py start                       # start time, memory
     .venv/bin/python bench/rocketmq.py failover --seeds 3          # RTO per mode x fault
     .venv/bin/python bench/rocketmq.py failover --faults leader-kill --modes controller --seeds 1
+    .venv/bin/python bench/rocketmq.py failover --store /tmp/rmq-runs   # keep the runs and their logs
 
 Root (a 4-node network-namespace cluster, brought up and taken down here).
 `start`: install (first upload, then the content-addressed skip), start -> healthy
@@ -104,15 +105,16 @@ def describe(values: list[float]) -> str:
     return f"p50 {statistics.median(values):5.2f}s  max {max(values):5.2f}s  ({len(values)} windows)"
 
 
-def bench_failover(inventory: Any, modes: list[str], faults: list[str], seeds: int) -> None:
+def bench_failover(inventory: Any, modes: list[str], faults: list[str], seeds: int, store: Path | None) -> None:
     with tempfile.TemporaryDirectory() as base:
+        store = store or Path(base) / "store"
         for mode in modes:
             real, model = MODES[mode]
             for fault in faults:
                 real_rto, model_rto = [], []
                 for seed in range(1, seeds + 1):
-                    real_rto += run_rto(inventory, real, fault, seed, Path(base) / "store")
-                    model_rto += run_rto(inventory, model, fault, seed, Path(base) / "store")
+                    real_rto += run_rto(inventory, real, fault, seed, store)
+                    model_rto += run_rto(inventory, model, fault, seed, store)
                 print(f"{real:<18} {fault:<17} {describe(real_rto)}   same-box reference {model}: "
                       f"{describe(model_rto)}", flush=True)
 
@@ -123,6 +125,7 @@ def main() -> None:
     parser.add_argument("--modes", default="dledger,controller")
     parser.add_argument("--faults", default="leader-kill,leader-partition")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--store", type=Path, help="failover: keep the runs (logs, histories) here")
     args = parser.parse_args()
     modes = args.modes.split(",")
     name = f"bench-rmq-{int(time.time()) % 100000}"
@@ -132,7 +135,7 @@ def main() -> None:
             if args.what == "start":
                 bench_start(inventory, pool, modes)
             else:
-                bench_failover(inventory, modes, args.faults.split(","), args.seeds)
+                bench_failover(inventory, modes, args.faults.split(","), args.seeds, args.store)
     finally:
         netns.down(name)
 

@@ -13,9 +13,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .routes import infer_workload
+from records import CheckInputs
+
 from .reconstruct import Reconstruction
-from .runspec import RunSpec
+from .routes import infer_workload
 from .spark.staging import Staging
 from .windows import FaultWindow
 
@@ -26,7 +27,7 @@ class RunFacts:
 
     index: int
     run_dir: Path
-    spec: RunSpec
+    spec: CheckInputs  # run.json's `checks`
     spec_problem: str | None = None  # run.json could not be used: defaults were
     windows: list[FaultWindow] = field(default_factory=list)
     fault_problems: list[str] = field(default_factory=list)
@@ -68,7 +69,7 @@ class CheckContext:
 
 
 def gather_facts(rec: Reconstruction, run_dirs: list[Path],
-                 specs: list[tuple[RunSpec, str | None]]) -> list[RunFacts]:
+                 specs: list[tuple[CheckInputs, str | None]]) -> list[RunFacts]:
     """Counts by f and outcome, dangling operations and time span of every run (from the
     reconstruction's census: no Spark job)."""
     runs = []

@@ -19,11 +19,12 @@ from typing import Any, Callable, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from records import CheckInputs, ResultsJson, StoreFormatError, read_check_inputs
+
 from . import registry
 from .context import CheckContext, RunFacts, gather_facts
 from .parse import run_files
 from .reconstruct import reconstruct
-from .runspec import RunSpec, RunSpecError, load_spec
 from .schema import HISTORY, MALFORMED, QUEUE_ANOMALIES
 from .spark.session import input_settings, session_for
 from .spark.staging import CHECKED_DIR, Staging
@@ -81,11 +82,11 @@ def input_size(run_dirs: list[Path]) -> tuple[bool, bool]:
     return raw <= SMALL_INPUT_BYTES, raw <= min(TINY_INPUT_BYTES, SMALL_INPUT_BYTES)
 
 
-def _spec(run_dir: Path) -> tuple[RunSpec, str | None]:
+def _spec(run_dir: Path) -> tuple[CheckInputs, str | None]:
     try:
-        return load_spec(run_dir), None
-    except RunSpecError as exc:
-        return RunSpec(), f"{exc}; checked with default settings"
+        return read_check_inputs(run_dir), None
+    except StoreFormatError as exc:
+        return CheckInputs(), f"{exc}; checked with default settings"
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
@@ -186,5 +187,5 @@ def check_runs(run_dirs: Iterable[Path | str], spark_master: str | None = None,
             error = crashed(exc)
             results = [{**_result(None, d, {}), "error": error["error"]} for d in dirs]
     for run_dir, result in zip(dirs, results):
-        _write_json(run_dir / RESULTS_FILE, result)
+        _write_json(run_dir / RESULTS_FILE, ResultsJson.model_validate(result).as_json())
     return results

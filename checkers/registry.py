@@ -14,8 +14,9 @@ from __future__ import annotations
 import importlib
 import inspect
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from plugins import PluginGroup
 
 if TYPE_CHECKING:
     from .context import CheckContext, RunFacts
@@ -73,8 +74,6 @@ def not_applicable(checker: Checker, run: RunFacts) -> Sections:
 
 
 _registry: dict[str, Registration] = {}
-_plugin_errors: list[str] = []
-_plugins_loaded = False
 
 
 def register(target: Any = None, *, origin: str | None = None) -> Any:
@@ -126,24 +125,13 @@ def known() -> list[Registration]:
 
 def plugin_errors() -> list[str]:
     """Plugins that failed to load (one line each); their checkers do not run."""
-    load_plugins()
-    return list(_plugin_errors)
+    return _plugins.errors()
 
 
 def load_plugins(reload: bool = False) -> None:
     """Import every `chaos.checkers` entry point once (again with `reload`)."""
-    global _plugins_loaded
-    if _plugins_loaded and not reload:
-        return
-    importlib.import_module(_BUILTIN_MODULE)  # built-in names and sections come first
-    _plugins_loaded = True
-    _plugin_errors.clear()
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        origin = f"plugin {point.dist.name if point.dist else point.value}"
-        try:
-            loaded = point.load()
-            if inspect.isclass(loaded):
-                register(loaded, origin=origin)
-        except Exception as error:  # noqa: BLE001 - one bad plugin must not hide the others
-            _plugin_errors.append(f"entry point {point.name} = {point.value} ({origin}): "
-                                  f"{type(error).__name__}: {error}")
+    _plugins.load(reload)
+
+
+_plugins = PluginGroup(ENTRY_POINT_GROUP, lambda cls, origin: register(cls, origin=origin),
+                       before=lambda: importlib.import_module(_BUILTIN_MODULE))  # built-ins first

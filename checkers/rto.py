@@ -20,7 +20,7 @@ Definitions (docs/history-format.md repeats them for report readers):
   `availability_attempts` keeps the attempt ratio (successful writes / writes
   invoked in the window) as a second figure, and `goodput` compares the
   window's successful writes per second with the requested write rate.
-- `detection_s` is the profile's failure detection time (sut.profiles), and
+- `detection_s` is the profile's failure detection time (run.json's `checks`), and
   `exercises_failover` says whether the window lasted detection + margin.
 - `failovers` counts changes of the node that served successful writes (per
   second, the node that served most of them): with one broker group only
@@ -38,6 +38,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from records import CheckInputs
 
 from .context import CheckContext, RunFacts
 from .spark.frames import local_frame
@@ -192,15 +194,9 @@ def _goodput(ok: int, length_ns: int, facts: FailoverFacts | None) -> float | No
     return round(ok / (length_ns / 1e9) / facts.write_rate, 4)
 
 
-def failover_facts(spec: Any) -> FailoverFacts:
-    """Detection time and needed window of the run's profile and timing (sut.profiles)."""
-    from sut import profiles
-    try:
-        detection = profiles.failure_detection_s(spec.profile, spec.timing) if spec.profile else None
-        needed = profiles.failover_window_s(spec.profile, spec.timing) if spec.profile else None
-    except profiles.ProfileError:
-        detection = needed = None
-    return FailoverFacts(detection, needed, spec.write_rate)
+def failover_facts(spec: CheckInputs) -> FailoverFacts:
+    """Detection time and needed window of the run's profile and timing, as the harness wrote them."""
+    return FailoverFacts(spec.detection_s, spec.failover_window_s, spec.write_rate)
 
 
 def rto_section(run: RunFacts, windows: list[dict[str, Any]],

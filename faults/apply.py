@@ -4,26 +4,26 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from typing import Any
-
 import nuclei
-from faults.context import FaultContext, FaultError
+from faults.context import AppliedAction, FaultContext, FaultError
+from nuclei import JournalEntry, ProcessRef
+from nuclei.heal import undo
 
-Record = Callable[[Any, Any], None]  # (journal entry, process or None)
+Record = Callable[[JournalEntry, ProcessRef | None], None]
 
 
-def apply_all(ctx: FaultContext, what: str, jobs: Mapping[str, Callable[[Record], None]]) -> list[tuple[Any, Any]]:
+def apply_all(ctx: FaultContext, what: str, jobs: Mapping[str, Callable[[Record], None]]) -> list[AppliedAction]:
     """Run one job per node in parallel; each job records the actions it applied.
 
     If any job fails, everything already applied is undone before the error
     is raised, so a fault is either fully on or fully off.
     """
-    done: list[tuple[Any, Any]] = []
+    done: list[AppliedAction] = []
     lock = threading.Lock()
 
-    def record(entry: Any, proc: Any = None) -> None:
+    def record(entry: JournalEntry, proc: ProcessRef | None = None) -> None:
         with lock:
-            done.append((entry, proc))
+            done.append(AppliedAction(entry, proc))
 
     try:
         nuclei.in_parallel(lambda node: jobs[node](record), list(jobs))
@@ -36,14 +36,14 @@ def apply_all(ctx: FaultContext, what: str, jobs: Mapping[str, Callable[[Record]
     return done
 
 
-def undo_all(ctx: FaultContext, actions: list[tuple[Any, Any]]) -> None:
+def undo_all(ctx: FaultContext, actions: list[AppliedAction]) -> None:
     """Undo actions node by node in parallel, newest first; raises the first error after all ran."""
-    by_node: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
-    for entry, proc in actions:
-        by_node[entry.node].append((entry, proc))
+    by_node: dict[str, list[AppliedAction]] = defaultdict(list)
+    for entry, process in actions:  # a plugin's plain (entry, process) pairs too
+        by_node[entry.node].append(AppliedAction(entry, process))
 
     def undo_node(node: str) -> None:
-        for entry, proc in reversed(by_node[node]):
-            nuclei.undo(ctx.pool, ctx.journal, entry, start=ctx.start_process, proc=proc)
+        for action in reversed(by_node[node]):
+            undo(ctx.pool, ctx.journal, action.entry, start=ctx.start_process, proc=action.process)
 
     nuclei.in_parallel(undo_node, list(by_node))

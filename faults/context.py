@@ -5,10 +5,10 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from inventory.model import Node
-from nuclei import Journal, ProcessRef
+from nuclei import Journal, JournalEntry, ProcessRef
 
 
 class FaultError(Exception):
@@ -91,6 +91,14 @@ class FaultContext:
         return replace(self, rng=random.Random(seed))
 
 
+class AppliedAction(NamedTuple):
+    """One nucleus a nemesis applied: its journal entry, and the process it hit (to restart it
+    on undo) or None for a network action."""
+
+    entry: JournalEntry
+    process: ProcessRef | None = None
+
+
 @dataclass
 class Applied:
     """What a started fault did: the exact targets and grudge, and how to undo it.
@@ -101,5 +109,5 @@ class Applied:
 
     targets: list[str]
     grudge: dict[str, list[str]] | None = None
-    actions: list[tuple[Any, Any]] = field(default_factory=list)  # (JournalEntry, process or None)
+    actions: list[AppliedAction] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)

@@ -53,7 +53,7 @@ class ProcessFault(ABC):
 
         actions = apply_all(ctx, f"{self.name} on {', '.join(chosen) or 'no node'}",
                             {node: job(node) for node in chosen})
-        details: dict[str, Any] = {"processes": sorted(f"{e.node}/{e.params.get('name')}" for e, _ in actions)}
+        details: dict[str, Any] = {"processes": sorted(f"{a.entry.node}/{a.entry.params.get('name')}" for a in actions)}
         if skipped:
             details["not_running"] = sorted(skipped)
         if self.selector == "leader" and leader is None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from faults import options as typed
 from faults.context import FaultContext, FaultError
+from plugins import PluginGroup
 
 ENTRY_POINT_GROUP = "chaos.faults"
 
@@ -86,8 +86,6 @@ def _signature(target: Any) -> inspect.Signature:
 
 
 _registry: dict[str, Registration] = {}
-_plugin_errors: list[str] = []
-_plugins_loaded = False
 
 
 def register(target: Any = None, *, name: str | None = None, description: str | None = None,
@@ -143,26 +141,12 @@ def names() -> list[str]:
 
 def plugin_errors() -> list[str]:
     """Plugins that failed to load (one line each); their names are missing from known()."""
-    load_plugins()
-    return list(_plugin_errors)
+    return _plugins.errors()
 
 
 def load_plugins(reload: bool = False) -> None:
     """Import every `chaos.faults` entry point once (again with `reload`)."""
-    global _plugins_loaded
-    if _plugins_loaded and not reload:
-        return
-    _plugins_loaded = True
-    _plugin_errors.clear()
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        origin = f"plugin {point.dist.name if point.dist else point.value}"
-        try:
-            loaded = point.load()
-            if inspect.isclass(loaded):
-                register(loaded, origin=origin)
-        except Exception as error:  # noqa: BLE001 - one bad plugin must not hide the others
-            _plugin_errors.append(f"entry point {point.name} = {point.value} ({origin}): "
-                                  f"{type(error).__name__}: {error}")
+    _plugins.load(reload)
 
 
 def unknown_fault(name: str) -> FaultError:
@@ -187,3 +171,6 @@ def create(name: str, **options: Any) -> Any:
         raise
     except (TypeError, ValueError) as error:
         raise FaultError(f"fault {name}: {error}") from None
+
+
+_plugins = PluginGroup(ENTRY_POINT_GROUP, lambda cls, origin: register(cls, origin=origin))

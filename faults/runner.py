@@ -21,6 +21,7 @@ from faults import registry
 from faults.context import FaultContext, FaultError
 from faults.schedule import ScheduledEvent
 from faults.targets import normalize_roles
+from nuclei.heal import HealReport
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class ScheduleRunner:
         self.ctx = ctx
         self.schedule = schedule
         self.on_change = on_change
-        self.heal_report: nuclei.HealReport | None = None
+        self.heal_report: HealReport | None = None
         self._active: dict[tuple[int, int], tuple[ActiveFault, Any, Any]] = {}
         self._lock = threading.Lock()
 

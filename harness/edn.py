@@ -210,6 +210,7 @@ def import_history(edn_path: Path, store: "Store", workload: str | None = None,
     any recorded run. `events`: the file as load_history read it already.
     """
     from harness.store import slug, write_json
+    from records import CampaignJson, CheckInputs, RunJson
     from workloads.history import EventLog
     events = load_history(Path(edn_path)) if events is None else events
     workload = workload or guess_workload(events)
@@ -219,12 +220,10 @@ def import_history(edn_path: Path, store: "Store", workload: str | None = None,
             EventLog(run.nemesis_file) as nemesis_log:
         for ev in events:
             (nemesis_log if ev["process"] == "nemesis" else client_log).write(ev)
-    write_json(run.run_json, {
-        "kind": "import", "run_id": run.run_id, "campaign_id": campaign,
-        "source": str(Path(edn_path).resolve()),
-        "workload": workload, "model": LINEARIZABILITY_MODELS.get(workload or ""),
-        "ops": len(events),
-    })
+    write_json(run.run_json, RunJson(
+        kind="import", run_id=run.run_id, campaign_id=campaign, workload=workload,
+        checks=CheckInputs(workload=workload), source=str(Path(edn_path).resolve()),
+        model=LINEARIZABILITY_MODELS.get(workload or ""), ops=len(events)).as_json())
     write_json(store.campaign_dir(campaign) / "campaign.json",
-               {"campaign_id": campaign, "kind": "import", "runs": [run.run_id]})
+               CampaignJson(campaign_id=campaign, kind="import", runs=[run.run_id]).as_json())
     return run

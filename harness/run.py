@@ -34,21 +34,29 @@ from typing import Any, Callable, Iterable, Iterator
 import faults
 import nuclei
 import workloads
+from checkers.ops import WRITE_FUNCTIONS
+from faults.crash import needs_crash_fs
+from faults.runner import ActiveFault, run_schedule
+from faults.schedule import FaultSpec, ScheduleSpec, ScheduledEvent, plan
+from faults.targets import normalize_roles
+from faults.validate import validate
 from harness.cluster_state import FILE_NAME as CLUSTER_FILE, ClusterRecorder
-from harness.signals import deferred_stop, run_stoppable, stop_reason
+from harness.console import LiveStatus, deferred_sigint, live_display, please_wait
+from harness.signals import run_stoppable, stop_reason
 from harness.stale import release_lease, take_lease
 from harness import schedule as schedule_file
 from harness.spec import RunSpec
 from harness.store import RunDir, Store, slug, write_json, write_text
 from inventory import Inventory, InventoryError, Pool, docker, load, netns
+from records import CampaignJson, CheckInputs, RunJson
 from sut.deploy import DeployError, Deployer, make_deployer
-from sut.profiles import get as get_profile
+from sut import profiles
 from workloads.base import Workload, run_together
 from workloads.clients import Endpoints
 from workloads.generator import GeneratorSpec, LazyPlan, PlannedOp
 from workloads.history import Clock, EventLog
 from workloads.register import serves_kv
-from workloads.runner import Progress, WorkloadRun
+from workloads.runner import WorkloadRun
 
 REPO = Path(__file__).resolve().parent.parent
 HEALTHY_TIMEOUT_S = 90.0
@@ -64,14 +72,14 @@ def make_workload(spec: RunSpec) -> Workload:
     return workloads.WORKLOADS[spec.workload](spec.workload_options())
 
 
-def fault_schedule(spec: RunSpec, fault_specs: list[faults.FaultSpec] | None = None) -> list[faults.ScheduledEvent]:
+def fault_schedule(spec: RunSpec, fault_specs: list[FaultSpec] | None = None) -> list[ScheduledEvent]:
     """The fault schedule of the run: a pure function of (seed, spec)."""
     if spec.windows is not None:
         return schedule_file.events(spec.windows, spec.seed)
-    specs = fault_specs or [faults.FaultSpec.parse(text) for text in spec.faults]
-    schedule = faults.ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.duration,
-                                   overlap=[faults.FaultSpec.parse(text) for text in spec.overlap])
-    return faults.plan(spec.seed, schedule, spec.time) if spec.has_faults else []
+    specs = fault_specs or [FaultSpec.parse(text) for text in spec.faults]
+    schedule = ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.duration,
+                                   overlap=[FaultSpec.parse(text) for text in spec.overlap])
+    return plan(spec.seed, schedule, spec.time) if spec.has_faults else []
 
 
 def operation_plan(spec: RunSpec, workload: Workload | None = None) -> LazyPlan:
@@ -119,6 +127,28 @@ def versions() -> dict[str, Any]:
             "platform": platform.platform()}
 
 
+def check_inputs(spec: RunSpec, summary: dict[str, Any]) -> CheckInputs:
+    """The facts the checkers read from run.json: settings, thresholds and the profile's timings."""
+    try:
+        detection = profiles.failure_detection_s(spec.profile, spec.timing)
+        window = profiles.failover_window_s(spec.profile, spec.timing)
+    except profiles.ProfileError:
+        detection = window = None
+    return CheckInputs(workload=spec.workload, profile=spec.profile, seed=spec.seed, ordered=spec.ordered,
+                       rto_threshold_s=spec.rto_threshold_s, min_availability=spec.min_availability,
+                       timing=spec.timing, write_rate=write_rate(spec.rate, summary),
+                       detection_s=detection, failover_window_s=window)
+
+
+def write_rate(rate: float, summary: dict[str, Any]) -> float | None:
+    """The requested rate times the share of writes in the planned operations (plan_summary)."""
+    total = summary.get("operations")
+    if not total:
+        return None
+    writes = sum(n for f, n in summary.get("by_f", {}).items() if f in WRITE_FUNCTIONS)
+    return float(rate) * writes / total
+
+
 @dataclass
 class RunRecord:
     """What run.json says about the run; saved at every phase change."""
@@ -138,24 +168,21 @@ class RunRecord:
     summary: dict[str, Any] = field(default_factory=dict)
     history_origin_s: float | None = None
     heal: list[str] = field(default_factory=list)
-    thresholds: dict[str, Any] = field(default_factory=dict)   # read by the checkers (rto_s...)
     _versions: dict[str, Any] = field(default_factory=versions)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "kind": "run", "run_id": self.run.run_id, "campaign_id": self.campaign_id,
-            "workload": self.spec.workload, "profile": self.spec.profile, "faults": list(self.spec.faults),
-            "seed": self.spec.seed, "ordered": self.spec.ordered, "bugs": list(self.spec.bugs),
-            "spec": self.spec.model_dump(mode="json"),
-            "status": self.status, "error": self.error, "stop_reason": self.stop_reason,
-            "valid": self.valid,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
-            "timings": {"phases": self.phases, "history_origin_s": self.history_origin_s,
-                        "total_s": round(time.time() - self.started, 3)},
-            "plan": self.summary, "inventory": self.inventory, "cluster": self.cluster,
-            "heal": self.heal, "notes": self.notes, "versions": self._versions,
-            **({"thresholds": self.thresholds} if self.thresholds else {}),
-        }
+        return RunJson(
+            run_id=self.run.run_id, campaign_id=self.campaign_id,
+            workload=self.spec.workload, profile=self.spec.profile, faults=list(self.spec.faults),
+            seed=self.spec.seed, bugs=list(self.spec.bugs), spec=self.spec.model_dump(mode="json"),
+            checks=check_inputs(self.spec, self.summary),
+            status=self.status, error=self.error, stop_reason=self.stop_reason, valid=self.valid,
+            started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            timings={"phases": self.phases, "history_origin_s": self.history_origin_s,
+                     "total_s": round(time.time() - self.started, 3)},
+            plan=self.summary, inventory=self.inventory, cluster=self.cluster,
+            heal=self.heal, notes=self.notes, versions=self._versions,
+        ).as_json()
 
     def save(self) -> None:
         write_json(self.run.run_json, self.as_json())
@@ -171,7 +198,7 @@ class RunRecord:
             self.save()
 
     @contextlib.contextmanager
-    def phase(self, name: str, progress: "LiveStatus | None" = None) -> Iterator[None]:
+    def phase(self, name: str, progress: LiveStatus | None = None) -> Iterator[None]:
         if progress is not None:
             progress.phase = name
         self.phase_start(name)
@@ -187,65 +214,6 @@ class RunOutcome:
     status: str          # complete | interrupted | error
     valid: Any           # True | False | "unknown" | None (no verdict)
     error: str | None
-
-
-# -- live progress ------------------------------------------------------------------------
-
-class LiveStatus:
-    """Elapsed time, phase, ops ok/fail/info and the current fault, for rich.Live."""
-
-    def __init__(self, spec: RunSpec) -> None:
-        self.spec = spec
-        self.began = time.monotonic()
-        self.phase = "starting"
-        self.ops = Progress()
-        self.fault = "quiet"
-
-    def line(self) -> str:
-        done = self.ops.completions
-        return (f"[{time.monotonic() - self.began:6.1f}s] {self.phase:<9} "
-                f"ok {done['ok']:>5}  fail {done['fail']:>4}  info {done['info']:>4}  "
-                f"in flight {self.ops.in_flight:>3}  fault: {self.fault}")
-
-    def __rich__(self) -> str:
-        return self.line()
-
-
-@contextlib.contextmanager
-def live_display(status: LiveStatus, console: Any, enabled: bool) -> Iterator[None]:
-    """A live status line on a terminal; a line every 10 s otherwise (logs, CI)."""
-    if not enabled:
-        yield
-        return
-    if console.is_terminal:
-        from rich.live import Live
-        with Live(status, console=console, refresh_per_second=4, transient=False):
-            yield
-        return
-    stop = threading.Event()
-
-    def ticker() -> None:
-        while not stop.wait(10):
-            console.print(status.line(), highlight=False, soft_wrap=True)
-    thread = threading.Thread(target=ticker, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        console.print(status.line(), highlight=False, soft_wrap=True)
-
-
-def please_wait(console: Any) -> Callable[[], None]:
-    """What a stop signal during clean-up prints."""
-    return lambda: console.print("[yellow]cleaning up (healing faults, stopping the SUT): please wait[/]")
-
-
-def deferred_sigint(console: Any) -> contextlib.AbstractContextManager[None]:
-    """During clean-up a stop signal (Ctrl-C, SIGTERM, SIGHUP) only says to wait:
-    healing and stopping must finish."""
-    return deferred_stop(please_wait(console))
 
 
 # -- the cluster --------------------------------------------------------------------------
@@ -280,10 +248,10 @@ def cluster_for(spec: RunSpec, record: RunRecord, console: Any) -> Iterator[Inve
 
 
 def mount_crash_fs(pool: Pool, deployer: Deployer, journal: nuclei.Journal,
-                   fault_specs: list[faults.FaultSpec]) -> None:
+                   fault_specs: list[FaultSpec]) -> None:
     """With crash faults, every SUT node gets a crash file system (nuclei.lazyfs)
     on its data root, mounted by the deployer before the SUT starts."""
-    if not faults.needs_crash_fs(spec.name for spec in fault_specs):
+    if not needs_crash_fs(spec.name for spec in fault_specs):
         return
     deployer.prepare_node = lambda node: nuclei.lazyfs.mount(
         pool, journal, node.name, node.workdir, deployer.data_root(node))
@@ -320,7 +288,8 @@ class RunLifecycle:
     def execute(self) -> RunOutcome:
         campaign_json = self.store.campaign_dir(self.campaign_id) / "campaign.json"
         if not campaign_json.exists():  # a campaign's own campaign.json is the campaign runner's
-            write_json(campaign_json, {"campaign_id": self.campaign_id, "kind": "ad-hoc", "runs": [self.run.run_id]})
+            write_json(campaign_json, CampaignJson(campaign_id=self.campaign_id, kind="ad-hoc",
+                                                   runs=[self.run.run_id]).as_json())
         self.record.save()
         lease = take_lease(self.run.path)  # found by the next `chaos run` if we are SIGKILLed
         try:
@@ -354,14 +323,14 @@ class RunLifecycle:
 
     # -- on the cluster ---------------------------------------------------------------------
     def _on_cluster(self, inventory: Inventory) -> None:
-        needed = get_profile(self.spec.profile).nodes_needed
+        needed = profiles.get(self.spec.profile).nodes_needed
         if len(inventory.nodes) < needed:
             raise RunError(f"profile {self.spec.profile} needs {needed} nodes, "
                            f"inventory {inventory.name} has {len(inventory.nodes)}")
         with Pool(inventory) as pool:
             deployer = make_deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing,
                                      bugs=self.spec.bugs)
-            fault_specs = faults.validate(self.spec.faults, [node.name for node in deployer.used_nodes])
+            fault_specs = validate(self.spec.faults, [node.name for node in deployer.used_nodes])
             journal = nuclei.Journal(self.run.journal_file)
             self.run.journal_file.touch()  # part of the layout even if no fault ever applies
             mount_crash_fs(pool, deployer, journal, fault_specs)
@@ -411,7 +380,7 @@ class RunLifecycle:
                                f"{self.run.path}`: " + "; ".join(report.errors))
 
     async def _drive(self, pool: Pool, inventory: Inventory, deployer: Deployer, journal: nuclei.Journal,
-                     fault_specs: list[faults.FaultSpec]) -> None:
+                     fault_specs: list[FaultSpec]) -> None:
         """Workload and fault schedule together; then heal, recover, drain."""
         spec, workload = self.spec, self.workload
         endpoints = endpoints_of(deployer)
@@ -430,7 +399,7 @@ class RunLifecycle:
             with lock:
                 nemesis_log.write(event)
 
-        def on_change(active: list[faults.ActiveFault]) -> None:
+        def on_change(active: list[ActiveFault]) -> None:
             self.status.fault = " + ".join(map(str, active)) if active else "quiet"
 
         # Faults target the nodes that run the SUT: a spare node of the inventory
@@ -438,7 +407,7 @@ class RunLifecycle:
         ctx = faults.FaultContext(
             pool=pool, nodes=list(deployer.used_nodes), rng=random.Random(f"{spec.seed}:faults"),
             journal=journal, processes=deployer.processes, start_process=deployer.start_process,
-            leader=deployer.leader, target_roles=faults.normalize_roles(list(spec.targets)),
+            leader=deployer.leader, target_roles=normalize_roles(list(spec.targets)),
             emit=emit, run_start_ns=clock.origin_ns)
         stop = threading.Event()
         schedule = fault_schedule(spec, fault_specs)
@@ -449,7 +418,7 @@ class RunLifecycle:
             self.record.phase_start("main")
             self.status.phase = "main"
             fault_task = asyncio.ensure_future(
-                asyncio.to_thread(faults.run_schedule, ctx, schedule, stop, on_change))
+                asyncio.to_thread(run_schedule, ctx, schedule, stop, on_change))
 
             main_ends = time.monotonic() + spec.time
 

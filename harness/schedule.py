@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 if TYPE_CHECKING:
-    import faults
+    from faults.schedule import ScheduledEvent
     from harness.spec import RunSpec
 
 FORMAT = 1
@@ -143,17 +143,17 @@ def spec_values(schedule: Schedule) -> dict[str, Any]:
             "windows": schedule.windows, **({"bugs": schedule.bugs} if schedule.bugs else {})}
 
 
-def events(windows: tuple[FaultWindow, ...], run_seed: int) -> list[faults.ScheduledEvent]:
+def events(windows: tuple[FaultWindow, ...], run_seed: int) -> list[ScheduledEvent]:
     """The start/stop events of explicit windows, in time order (stops first on a tie)."""
-    import faults
+    from faults.schedule import FaultSpec, ScheduledEvent
     found = []
     ordered = sorted(windows, key=lambda w: (w.start, w.end))
     for index, window in enumerate(ordered):
-        spec = faults.FaultSpec.parse(window.fault)
+        spec = FaultSpec.parse(window.fault)
         seed = window.target_seed(run_seed)
         roles = tuple(window.targets) or None
         for phase, offset in (("start", window.start), ("stop", window.end)):
-            found.append(faults.ScheduledEvent(round(offset, 3), spec, phase, index, 0, seed, roles))
+            found.append(ScheduledEvent(round(offset, 3), spec, phase, index, 0, seed, roles))
     found.sort(key=lambda event: (event.offset, event.phase == "start"))
     return found
 

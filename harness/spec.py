@@ -55,18 +55,20 @@ def known_workloads() -> list[str]:
 
 def check_fault(text: str) -> None:
     """A fault name with options (`random-loss:probability=0.3`) that the registry accepts."""
-    import faults
+    from faults.context import FaultError
+    from faults.registry import create
+    from faults.schedule import FaultSpec, ScheduleError
     try:
-        spec = faults.FaultSpec.parse(text)
-        faults.create(spec.name, **dict(spec.options))
-    except (faults.FaultError, faults.ScheduleError) as exc:
+        spec = FaultSpec.parse(text)
+        create(spec.name, **dict(spec.options))
+    except (FaultError, ScheduleError) as exc:
         raise ValueError(str(exc)) from None
     check_crash_fs(spec.name)
 
 
 def refused_fault(profile: str, faults: list[str]) -> str | None:
     """Why one of these faults cannot apply to the profile (a crash on real RocketMQ), or None."""
-    from faults import FaultSpec
+    from faults.schedule import FaultSpec
     for text in faults:
         reason = profiles.refused_fault(profile, FaultSpec.parse(text).name)
         if reason:
@@ -151,11 +153,12 @@ def check_release(profile: str) -> None:
 
 def check_faults_fit_the_nodes(spec: "RunSpec") -> None:
     """Fixed targets name real nodes, and every fault has enough of them."""
-    import faults
+    from faults.context import FaultError
+    from faults.validate import validate
     nodes = planned_nodes(spec)
     try:
-        faults.validate(spec.faults, nodes)
-    except faults.FaultError as exc:
+        validate(spec.faults, nodes)
+    except FaultError as exc:
         raise ValueError(str(exc)) from None
     problem = crash_reaching_a_majority(spec, nodes)
     if problem:
@@ -166,8 +169,9 @@ def crash_reaching_a_majority(spec: "RunSpec", nodes: list[str]) -> str | None:
     """On a profile that refuses `major-crash`, any crash that may hit a majority of one
     broker group's nodes (a minor crash on a large cluster, a fixed crash of two broker
     nodes) is refused with the same reason, or None."""
-    import faults
-    from faults.targets import majority_size, most_hit
+    from faults.crash import needs_crash_fs
+    from faults.schedule import FaultSpec
+    from faults.targets import majority_size, most_hit, normalize_roles
     reason = profiles.refused_fault(spec.profile, "major-crash")
     if reason is None:
         return None
@@ -178,10 +182,10 @@ def crash_reaching_a_majority(spec: "RunSpec", nodes: list[str]) -> str | None:
     asked = [(text, spec.targets) for text in (*spec.faults, *spec.overlap)]
     asked += [(window.fault, window.targets or spec.targets) for window in spec.windows or ()]
     for text, roles in asked:
-        fault = faults.FaultSpec.parse(text)
-        if not faults.needs_crash_fs([fault.name]):
+        fault = FaultSpec.parse(text)
+        if not needs_crash_fs([fault.name]):
             continue
-        wanted = faults.normalize_roles(list(roles))
+        wanted = normalize_roles(list(roles))
         candidates = nodes if wanted is None else list(dict.fromkeys(
             nodes[p.node] for p in profile.processes if p.role in wanted))
         selector, fixed = fault.name.rsplit("-", 1)[0], fault.options.get("targets") or ()
@@ -296,10 +300,10 @@ class RunSpec(BaseModel):
     @field_validator("targets")
     @classmethod
     def _roles_are_known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        import faults
+        from faults.targets import TargetError, normalize_roles
         try:
-            faults.normalize_roles(value)
-        except faults.TargetError as exc:
+            normalize_roles(value)
+        except TargetError as exc:
             raise ValueError(str(exc)) from None
         return value
 
@@ -406,12 +410,12 @@ class RunSpec(BaseModel):
 
 def check_windows(spec: RunSpec) -> None:
     """Explicit windows: known faults, within the main phase."""
-    import faults
+    from faults.targets import TargetError, normalize_roles
     for index, window in enumerate(spec.windows or ()):
         try:
             check_fault(window.fault)
-            faults.normalize_roles(list(window.targets))
-        except (ValueError, faults.TargetError) as exc:
+            normalize_roles(list(window.targets))
+        except (ValueError, TargetError) as exc:
             raise ValueError(f"window {index + 1} ({window.fault} at {window.start:g}s): {exc}") from None
         if window.end > spec.time + 1e-6:
             raise ValueError(f"window {index + 1} ({window.fault} at {window.start:g}s for {window.length:g}s) "

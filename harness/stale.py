@@ -23,6 +23,7 @@ from typing import Any
 import nuclei
 from harness.store import StoreError, read_json, write_json, write_text
 from inventory import InventoryError, Pool, load, local, netns
+from nuclei.journal import JournalError
 
 
 def leases_dir() -> Path:
@@ -82,7 +83,7 @@ def _claim_if_stale(path: Path) -> dict[str, Any] | None:
 
 def _clean_up_run(lease: dict[str, Any]) -> str:
     run_dir = Path(str(lease.get("run_dir")))
-    try:
+    try:  # plain JSON, not records.RunJson: clean-up must work on a run of any version
         record = read_json(run_dir / "run.json")
     except StoreError:
         return f"run {run_dir}: its harness (pid {lease.get('pid')}) is gone and left no run.json"
@@ -134,6 +135,6 @@ def _heal_and_stop(run_dir: Path, record: dict[str, Any], cluster: dict[str, Any
                     return "; ".join(report.errors)
             for node in inventory.nodes:
                 nuclei.lazyfs.sweep(pool, node.name, node.workdir)
-    except (InventoryError, DeployError, nuclei.NucleusError, nuclei.JournalError, OSError) as error:
+    except (InventoryError, DeployError, nuclei.NucleusError, JournalError, OSError) as error:
         return f"{type(error).__name__}: {error}"
     return None

@@ -1,5 +1,5 @@
-"""The docker provider's node image: Debian with python3, sshd, iptables, iproute2 and
-procps, built on this machine because no registry is reachable.
+"""The docker provider's node image: Debian with python3, sshd, iptables, iproute2,
+procps and a Java runtime, built on this machine because no registry is reachable.
 
 By default the image is a Debian root file system made with debootstrap (from the
 mirror apt already uses) and imported; with another source, a Dockerfile on top of a
@@ -30,7 +30,9 @@ LABEL = "io.rocketmq-chaos"  # on every image, container and network of the prov
 LABEL_ROLE = f"{LABEL}.role"
 IMAGE_REPOSITORY = "rocketmq-chaos-node"
 DEBOOTSTRAP = "debootstrap"  # image source: a Debian root file system built here
-PACKAGES = ("python3", "openssh-server", "iptables", "iproute2", "procps", "psmisc")
+# default-jre-headless: the Java runtime real RocketMQ (rmq-* profiles) needs on every
+# node; Debian 12's is OpenJDK 17, later releases' newer.
+PACKAGES = ("python3", "openssh-server", "iptables", "iproute2", "procps", "psmisc", "default-jre-headless")
 EXTRA_PACKAGES: tuple[str, ...] = ()  # crash faults add fuse3 here (docs/docker.md)
 RECIPE_VERSION = "1"  # bump when the image recipe changes in a way the digest does not see
 DEFAULT_MIRROR = "http://deb.debian.org/debian"

@@ -2,18 +2,16 @@
 
 Every action is journaled (fsynced) before it is applied, so `heal` can undo
 whatever a crashed run left behind. Nemeses (faults/) act only through these.
+This package's names are what a nemesis uses: the actions, the journal, and
+`heal`; the rest lives in the submodules (`nuclei.net`, `nuclei.process`,
+`nuclei.heal`, `nuclei.journal`, `nuclei.lazyfs`).
 """
-from nuclei import lazyfs
-from nuclei.heal import HealReport, heal, undo
-from nuclei.journal import Journal, JournalEntry, JournalError
-from nuclei.net import CHAIN, chain_rules, clear, drop, loss, remove
-from nuclei.process import (Proc, ProcessNotRunning, ProcessRef, ProcessState, inspect, kill, pause,
-                            restart, resume, resume_stopped_under)
+from nuclei import lazyfs  # noqa: F401  the crash file system, used as nuclei.lazyfs
+from nuclei.heal import heal
+from nuclei.journal import Journal, JournalEntry
+from nuclei.net import drop, loss
+from nuclei.process import ProcessNotRunning, ProcessRef, kill, pause, restart, resume
 from nuclei.remote import NucleusError, in_parallel
 
-__all__ = [
-    "CHAIN", "HealReport", "Journal", "JournalEntry", "JournalError", "NucleusError", "Proc",
-    "ProcessNotRunning", "ProcessRef", "ProcessState", "chain_rules", "clear", "drop", "heal",
-    "in_parallel", "inspect", "kill", "loss", "pause", "remove", "restart", "resume",
-    "resume_stopped_under", "undo", "lazyfs",
-]
+__all__ = ["Journal", "JournalEntry", "NucleusError", "ProcessNotRunning", "ProcessRef", "drop", "heal",
+           "in_parallel", "kill", "loss", "pause", "restart", "resume"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports.load import campaign_dirs, is_campaign_dir, is_run_dir, is_store, run_dirs
+from reports.load import campaign_dirs, is_campaign_dir, is_run_dir, is_store, old_store_file, run_dirs
 
 
 class ReportError(Exception):
@@ -60,6 +60,9 @@ def render_path(path: Path) -> list[Path]:
     path = Path(path)
     if not path.exists():
         raise ReportError(f"{path}: no such file or directory")
+    old = old_store_file(path)
+    if old is not None:
+        raise ReportError(old)
     if is_campaign_dir(path):
         return render_campaign_pages(path)
     if is_run_dir(path):

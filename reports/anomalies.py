@@ -71,10 +71,11 @@ def _id_key(value: Any) -> str:
 
 
 def distinct_offsets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (queue, offset): the checker writes one per message seen there."""
+    """One row per (queue, offset): the checker writes one per message seen there; a log
+    run's stale reads (poll_skip with `read_at_s`) stay one row per read."""
     seen, out = set(), []
     for row in rows:
-        where = (str(row.get("key")), str(row.get("offset")))
+        where = (str(row.get("key")), str(row.get("offset")), _own_fields(row).get("read_at_s"))
         if where not in seen:
             seen.add(where)
             out.append(row)
@@ -193,9 +194,56 @@ class Index:
             for row, ident in seen:
                 firsts.setdefault(_id_key(ident), row)
             return sorted(firsts.values())
-        polls = [row for row, _ in seen if self.history.f[row] in CONSUMES]
         stale = self.empty_reads.get(where, [])
-        return polls[:1] if polls else stale[:1]
+        if stale:
+            # A log run's stale read: the read that found nothing, not a later read of that offset
+            # that found the value.
+            read_at = _own_fields(anomaly).get("read_at_s")
+            at = [r for r in stale if isinstance(read_at, (int, float))
+                  and abs(self.history.invoke_time[r] / NS - read_at) < 1e-6]
+            return at or stale
+        return [row for row, _ in seen if self.history.f[row] in CONSUMES][:1]
+
+
+@dataclass
+class Wanted:
+    """The messages and offsets some anomalies name: picks, while streaming a history too
+    big to hold, the operations an Index of those anomalies needs (`shows`)."""
+
+    ids: set[str] = field(default_factory=set)
+    offsets: set[tuple[str, str]] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, rows: list[dict[str, Any]]) -> "Wanted":
+        wanted = cls()
+        for row in rows:
+            if row.get("id") is not None:
+                wanted.ids.add(_id_key(row["id"]))
+            if row.get("offset") is not None:
+                wanted.offsets.add(Index._where(row.get("key"), row["offset"]))
+        return wanted
+
+    def __bool__(self) -> bool:
+        return bool(self.ids or self.offsets)
+
+    def shows(self, h: History, i: int) -> bool:
+        """Whether operation i sends, consumes or sees a wanted message or offset."""
+        f = h.f[i]
+        if f in SENDS:
+            asked = parse_value(h.invoke_value[i])
+            if _id_key(_item_id(asked) if isinstance(asked, dict) else asked) in self.ids:
+                return True
+            answer = parse_value(h.value[i]) if self.offsets and h.type[i] == "ok" else None
+            return isinstance(answer, dict) and answer.get("offset") is not None and \
+                Index._where(answer.get("queue", h.key[i]), answer["offset"]) in self.offsets
+        if (f in CONSUMES or f == AUDIT) and h.type[i] == "ok":
+            answer = parse_value(h.value[i])
+            items = _items(answer)
+            if not items and isinstance(answer, dict) and answer.get("offset") is not None:
+                return Index._where(h.key[i], answer["offset"]) in self.offsets
+            return any(_id_key(_item_id(item)) in self.ids or (item.get("offset") is not None and Index._where(
+                item.get("queue", h.key[i]), item["offset"]) in self.offsets) for item in items)
+        return False
 
 
 def _own_fields(anomaly: dict[str, Any]) -> dict[str, Any]:

@@ -17,9 +17,10 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from records import CampaignJson
 from reports.assets import install_assets
 from reports.charts import base_layout, figure_div, fault_colours
-from reports.load import campaign_dirs, load_run, read_json, section
+from reports.load import campaign_dirs, load_run, read_store_file, section
 from reports.render import relative_url, render_page
 from reports.stats import compare, median_ci, quantile
 
@@ -230,7 +231,7 @@ def anomaly_text(anomaly: dict[str, Any]) -> str:
 
 def load_campaign_view(campaign_dir: Path) -> CampaignView:
     campaign_dir = Path(campaign_dir)
-    meta, problem = read_json(campaign_dir / "campaign.json")
+    meta, problem = read_store_file(CampaignJson, campaign_dir / "campaign.json")
     problems = [problem] if problem else []
     meta = meta if isinstance(meta, dict) else {}
     planned = [p for p in meta.get("plan") or [] if isinstance(p, dict)]
@@ -385,7 +386,7 @@ def trend_rows(store_root: Path) -> dict[str, list[dict[str, Any]]]:
     verdict and RTO p50/p99, and a regression flag per profile."""
     by_name: dict[str, list[dict[str, Any]]] = {}
     for path in reversed(campaign_dirs(store_root)):
-        meta, _ = read_json(path / "campaign.json")
+        meta, _ = read_store_file(CampaignJson, path / "campaign.json")
         if not isinstance(meta, dict) or meta.get("kind") != "campaign":
             continue
         view = load_campaign_view(path)

@@ -3,7 +3,8 @@
 A page never fails because one file is missing, truncated or malformed: each
 reader returns what it could read plus one line saying which file and what
 is wrong, and the page shows that line in the section the file feeds.
-Reports read the store's files only; they never import checkers/ or harness/.
+Reports read the store's files only, run.json, results.json and campaign.json through
+the `records` models; they never import checkers/ or harness/.
 """
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from records import CampaignJson, ResultsJson, RunJson, StoreFormatError
+from records.base import StoreFile, parse_model, version_problem_of
 
 LATEST = "latest"
 
@@ -80,7 +84,7 @@ def section(data: Any, *keys: str) -> dict[str, Any]:
 
 
 @dataclass
-class RunFacts:
+class StoredRun:
     """What the pages know of one run: run.json, results.json, and why either is missing."""
 
     path: Path
@@ -119,21 +123,44 @@ class RunFacts:
         return self.path / "report" / "index.html"
 
     def get(self, name: str, default: Any = None) -> Any:
-        """A run setting: top level of run.json, then its spec."""
+        """A run setting: its run.json field, else the resolved spec's."""
         if name in self.run:
             return self.run[name]
         return self.spec.get(name, default)
 
 
-def load_run(run_dir: Path) -> RunFacts:
+def read_store_file(model: type[StoreFile], path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the file's fields as written, None) or (None, "path: what is wrong"), read through `model`."""
+    doc, problem = read_json(path)
+    if problem is not None:
+        return None, problem
+    try:
+        return parse_model(model, doc, str(path)).model_dump(mode="json", exclude_unset=True), None
+    except StoreFormatError as exc:
+        return None, str(exc)
+
+
+def load_run(run_dir: Path) -> StoredRun:
     run_dir = Path(run_dir)
-    run, run_problem = read_json(run_dir / "run.json")
-    results, results_problem = read_json(run_dir / "results.json")
-    if run is not None and not isinstance(run, dict):
-        run, run_problem = None, f"{run_dir / 'run.json'}: not a JSON object"
-    if results is not None and not isinstance(results, dict):
-        results, results_problem = None, f"{run_dir / 'results.json'}: not a JSON object"
-    return RunFacts(run_dir, run or {}, results or {}, run_problem, results_problem)
+    run, run_problem = read_store_file(RunJson, run_dir / "run.json")
+    results, results_problem = read_store_file(ResultsJson, run_dir / "results.json")
+    return StoredRun(run_dir, run or {}, results or {}, run_problem, results_problem)
+
+
+def old_store_file(path: Path) -> str | None:
+    """The first file under `path` (a run, campaign or store) written by another schema
+    version, as one line; None when there is none. Malformed files are the pages' to show."""
+    path = Path(path)
+    candidates = [path / "campaign.json", path / "run.json", path / "results.json"]
+    for campaign in [path] if is_campaign_dir(path) else campaign_dirs(path):
+        candidates.append(campaign / "campaign.json")
+        for run in run_dirs(campaign):
+            candidates += [run / "run.json", run / "results.json"]
+    for candidate in candidates:
+        problem = version_problem_of(candidate)
+        if problem is not None:
+            return problem
+    return None
 
 
 # -- what a path is -----------------------------------------------------------------------
@@ -167,7 +194,7 @@ def campaign_dirs(store_root: Path) -> list[Path]:
 def run_dirs(campaign_dir: Path) -> list[Path]:
     """The runs of a campaign in campaign.json's order, then any others by name."""
     campaign_dir = Path(campaign_dir)
-    data, _ = read_json(campaign_dir / "campaign.json")
+    data, _ = read_store_file(CampaignJson, campaign_dir / "campaign.json")
     listed = [str(r) for r in data.get("runs", [])] if isinstance(data, dict) and isinstance(data.get("runs"), list) else []
     runs_root = campaign_dir / "runs"
     found = sorted(p.name for p in runs_root.iterdir() if p.is_dir()) if runs_root.is_dir() else []
@@ -175,6 +202,6 @@ def run_dirs(campaign_dir: Path) -> list[Path]:
     return [runs_root / name for name in ordered]
 
 
-def campaign_runs(campaign_dir: Path) -> list[RunFacts]:
+def campaign_runs(campaign_dir: Path) -> list[StoredRun]:
     """Every run of a campaign with its facts."""
     return [load_run(path) for path in run_dirs(campaign_dir)]

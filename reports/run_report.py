@@ -19,8 +19,9 @@ import markupsafe
 from reports import anomalies, run_charts, timeline
 from reports.assets import install_assets
 from reports.charts import figure_div, safe_json, window_label
-from reports.history import History, load_history
-from reports.load import RunFacts, is_campaign_dir, load_run, read_jsonl, read_table, section
+from reports.history import (History, count_operations, history_chunks, key_texts, load_history,
+                             select_operations)
+from reports.load import StoredRun, is_campaign_dir, load_run, read_jsonl, read_table, section
 from reports.render import relative_url, render_page, write_atomic
 
 INLINE_ROWS = 25
@@ -31,6 +32,8 @@ KNOWN_CATEGORIES = ("lost", "duplicated", "unexpected", "recovered", "lost_after
                     "inconsistent_offsets", "poll_skip", "nonmonotonic_poll")
 CHECKER_ORDER = ("stats", "queue", "order", "linearizable", "rto", "perf")
 COUNTEREXAMPLE_BEFORE, COUNTEREXAMPLE_AFTER = 12, 6
+# A big run's counterexample draws its key's operations within this many indices of the failing one.
+LIN_CONTEXT = 2_000
 LOG_FILES_SHOWN = 200
 # `chaos run` options that replay a run, in the order a person would write them.
 REPLAY_OPTIONS = (("profile", "--profile"), ("workload", "--workload"), ("faults", "--fault"),
@@ -83,7 +86,7 @@ def checker_reason(name: str, result: dict[str, Any]) -> str:
     return str(result.get("reason") or "")
 
 
-def verdict_rows(facts: RunFacts) -> list[dict[str, Any]]:
+def verdict_rows(facts: StoredRun) -> list[dict[str, Any]]:
     checkers = facts.checkers
     names = [n for n in CHECKER_ORDER if n in checkers] + sorted(n for n in checkers if n not in CHECKER_ORDER)
     rows = []
@@ -98,7 +101,7 @@ def verdict_rows(facts: RunFacts) -> list[dict[str, Any]]:
     return rows
 
 
-def replay_command(facts: RunFacts) -> str | None:
+def replay_command(facts: StoredRun) -> str | None:
     """The exact `chaos run` that replays this run (same seed, same schedules)."""
     spec = facts.spec
     if not spec:
@@ -120,7 +123,7 @@ def replay_command(facts: RunFacts) -> str | None:
     return shlex.join(argv)
 
 
-def config_items(facts: RunFacts) -> list[tuple[str, Any]]:
+def config_items(facts: StoredRun) -> list[tuple[str, Any]]:
     items: list[tuple[str, Any]] = [("run", facts.run_id), ("campaign", facts.campaign_id)]
     for name in ("kind", "status", "error", "profile", "workload", "model", "faults", "seed", "source",
                  "started_at", "ops"):
@@ -157,7 +160,7 @@ def failover_note(window: dict[str, Any]) -> str:
     return f"long enough to exercise a failover (detection after {detection:.2f} s)"
 
 
-def rto_section(facts: RunFacts) -> Section:
+def rto_section(facts: StoredRun) -> Section:
     rto = facts.checker("rto")
     out = Section()
     if facts.results_problem:
@@ -178,14 +181,20 @@ def rto_section(facts: RunFacts) -> Section:
 
 # -- performance ------------------------------------------------------------------------------
 
-def perf_section(facts: RunFacts, history: History | None, history_problem: str | None,
-                 windows: list[dict[str, Any]]) -> Section:
+def perf_section(facts: StoredRun, history: History | None, history_problem: str | None,
+                 windows: list[dict[str, Any]], operations: int) -> Section:
+    """`history` is the whole history up to DETAIL_LIMIT operations; above, the latency
+    chart is the perf checker's per-bucket quantiles."""
     perf = facts.checker("perf")
     out = Section()
     series = [s for s in perf.get("series") or [] if isinstance(s, dict)]
-    if history is not None and len(history) > DETAIL_LIMIT and series:
-        out.data["latency"] = figure_div(run_charts.latency_quantiles_figure(series, windows), "latency-chart")
-        out.data["aggregated"] = len(history)
+    if operations > DETAIL_LIMIT:
+        if series:
+            out.data["latency"] = figure_div(run_charts.latency_quantiles_figure(series, windows), "latency-chart")
+            out.data["aggregated"] = operations
+        else:
+            out.problems.append(f"{operations:,} operations are too many to draw one by one, and results.json "
+                                "has no perf series to draw instead")
     elif history is not None and len(history):
         out.data["latency"] = figure_div(run_charts.latency_figure(history, windows), "latency-chart")
     elif history_problem:
@@ -253,7 +262,7 @@ def count_items(counts: dict[str, Any]) -> list[tuple[str, Any]]:
     return items
 
 
-def queue_section(facts: RunFacts, report_dir: Path, index: anomalies.Index | None = None) -> Section:
+def queue_section(facts: StoredRun, report_dir: Path, index: anomalies.Index | None = None) -> Section:
     queue = facts.checker("queue")
     out = Section()
     if not queue or queue.get("checked") is False:
@@ -318,7 +327,7 @@ def counterexample_rows(history: History, key: Any, failing: int) -> list[int]:
     return sorted(picked)
 
 
-def lin_section(facts: RunFacts, history: History | None, history_problem: str | None) -> Section:
+def lin_section(facts: StoredRun, history: History | None, history_problem: str | None) -> Section:
     lin = facts.checker("linearizable")
     out = Section()
     if not lin or lin.get("checked") is False:
@@ -349,7 +358,7 @@ def lin_section(facts: RunFacts, history: History | None, history_problem: str |
 
 # -- nemesis, logs, stats -------------------------------------------------------------------------
 
-def nemesis_section(facts: RunFacts, windows: list[dict[str, Any]]) -> Section:
+def nemesis_section(facts: StoredRun, windows: list[dict[str, Any]]) -> Section:
     out = Section()
     if windows:
         out.data["windows"] = [dict(w, label=window_label(w), grudge=section(w, "details").get("grudge")
@@ -388,7 +397,7 @@ def node_logs(run_dir: Path, report_dir: Path) -> list[dict[str, Any]]:
     return found
 
 
-def stats_section(facts: RunFacts) -> Section:
+def stats_section(facts: StoredRun) -> Section:
     stats = facts.checker("stats")
     out = Section()
     malformed = section(stats, "malformed")
@@ -401,7 +410,7 @@ def stats_section(facts: RunFacts) -> Section:
 
 # -- the pages ------------------------------------------------------------------------------------
 
-def _windows(facts: RunFacts) -> list[dict[str, Any]]:
+def _windows(facts: StoredRun) -> list[dict[str, Any]]:
     return [w for w in facts.checker("rto").get("windows") or [] if isinstance(w, dict)]
 
 
@@ -421,7 +430,7 @@ def _nav(report_dir: Path, run_dir: Path, current: str) -> list[dict[str, Any]]:
     return nav
 
 
-def anomaly_groups(facts: RunFacts, index: anomalies.Index) -> tuple[dict[str, list[dict]], list[dict[str, Any]]]:
+def anomaly_groups(facts: StoredRun, index: anomalies.Index) -> tuple[dict[str, list[dict]], list[dict[str, Any]]]:
     """The queue anomalies placed on the history (timeline.anomaly_entries) and their list's groups."""
     queue = facts.checker("queue")
     categories = {}
@@ -442,56 +451,65 @@ def _anomaly_json(entries: dict[str, list[dict]]) -> markupsafe.Markup:
     return markupsafe.Markup(safe_json(json.dumps(data, default=str)))
 
 
-def render_timeline(history: History | None, windows: list[dict[str, Any]], index: anomalies.Index | None,
+def render_timeline(view: HistoryView, windows: list[dict[str, Any]], index: anomalies.Index | None,
                     report_dir: Path, assets_dir: Path, **page: Any) -> Path:
     """timeline.html; above DETAIL_LIMIT operations an aggregated page plus one detail page
     per range of at most DETAIL_LIMIT operations (timeline/range-<n>.html), loaded when opened."""
-    facts: RunFacts = page["facts"]
+    facts: StoredRun = page["facts"]
     dest = report_dir / "timeline.html"
     states, problems = read_jsonl(facts.path / "cluster.jsonl")
     page["cluster_problems"] = [p for p in problems if not p.endswith(": missing")]
-    if history is None or not len(history) or index is None:
+    history = view.history
+    if not view.operations or history is None or index is None:
         return render_page("timeline.html.j2", dest, assets_dir, timeline=None, operations=0, processes=0, **page)
     entries, groups = anomaly_groups(facts, index)
-    page.update(counterexamples=counterexamples(facts, history), operations=len(history),
-                processes=len(set(history.process)))
-    if len(history) <= DETAIL_LIMIT:
+    page.update(counterexamples=counterexamples(facts, history), operations=view.operations)
+    if not view.aggregated:
         figure = timeline.story_figure(history, windows, states, entries)
         return render_page("timeline.html.j2", dest, assets_dir, timeline=figure_div(figure, "timeline"),
                            cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"],
-                           anomaly_groups=groups, anomaly_json=_anomaly_json(entries), **page)
-    ranges = []
-    for number, rows in enumerate(timeline.detail_ranges(history, DETAIL_LIMIT)):
-        part = history.subset(rows)
-        start_s, stop_s = min(part.invoke_time) / 1e9, part.end_s
-        href = f"timeline/range-{number}.html"
-        inside = timeline.entries_within(entries, start_s, stop_s)
-        figure = timeline.story_figure(part, windows, states, inside)
-        figure["layout"]["xaxis"].update(range=[start_s, stop_s], autorange=False)
-        nav = [dict(label="report", href="../index.html", current=False),
-               dict(label="timeline", href="../timeline.html", current=False)]
-        render_page("timeline.html.j2", report_dir / href, assets_dir,
-                    **{**page, "nav": nav, "operations": len(part), "processes": len(set(part.process)),
-                       "counterexamples": []},
-                    timeline=figure_div(figure, "timeline"), range_of=(start_s, stop_s),
-                    cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"],
-                    anomaly_groups=[dict(g, entries=inside[g["category"]], shown=len(inside[g["category"]]))
-                                    for g in groups if inside[g["category"]]],
-                    anomaly_json=_anomaly_json(inside))
-        ranges.append(dict(href=href, start_s=round(start_s, 2), stop_s=round(stop_s, 2), operations=len(part),
-                           anomalies=sum(len(v) for v in inside.values()),
-                           windows=[window_label(w) for w in windows
-                                    if _overlaps(w, start_s, stop_s)]))
+                           processes=len(set(history.process)), anomaly_groups=groups,
+                           anomaly_json=_anomaly_json(entries), **page)
+    ranges, processes, end_s = [], set(), 0.0
+    for number, part in enumerate(view.chunks()):
+        ranges.append(_render_range(number, part, windows, states, entries, groups, report_dir, assets_dir, page))
+        processes.update(part.process)
+        end_s = max(end_s, part.end_s)
     for items in entries.values():
         for item in items:
             item["detail_href"] = next((f"{r['href']}#anomaly-{item['anchor']}" for r in ranges
                                         if any(r["start_s"] <= op["x"] <= r["stop_s"] + 0.01 for op in item["ops"])),
                                        None)
     series = [s for s in facts.checker("perf").get("series") or [] if isinstance(s, dict)]
-    figure = timeline.aggregate_figure(series, windows, states, entries, history.end_s, ranges)
+    figure = timeline.aggregate_figure(series, windows, states, entries, end_s, ranges)
     return render_page("timeline.html.j2", dest, assets_dir, timeline=figure_div(figure, "timeline"),
                        cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"], ranges=ranges,
-                       anomaly_groups=groups, anomaly_json=_anomaly_json(entries), **page)
+                       processes=len(processes), anomaly_groups=groups, anomaly_json=_anomaly_json(entries), **page)
+
+
+def _render_range(number: int, part: History, windows: list[dict[str, Any]], states: list[dict[str, Any]],
+                  entries: dict[str, list[dict]], groups: list[dict[str, Any]], report_dir: Path, assets_dir: Path,
+                  page: dict[str, Any]) -> dict[str, Any]:
+    """One range page (every operation of `part`, the cluster lanes and the anomalies inside
+    it); returns its row of the ranges table."""
+    start_s, stop_s = min(part.invoke_time) / 1e9, part.end_s
+    href = f"timeline/range-{number}.html"
+    inside = timeline.entries_within(entries, start_s, stop_s)
+    figure = timeline.story_figure(part, windows, states, inside)
+    figure["layout"]["xaxis"].update(range=[start_s, stop_s], autorange=False)
+    nav = [dict(label="report", href="../index.html", current=False),
+           dict(label="timeline", href="../timeline.html", current=False)]
+    render_page("timeline.html.j2", report_dir / href, assets_dir,
+                **{**page, "nav": nav, "operations": len(part), "processes": len(set(part.process)),
+                   "counterexamples": []},
+                timeline=figure_div(figure, "timeline"), range_of=(start_s, stop_s),
+                cluster_lanes=figure["layout"]["meta"]["timeline"]["cluster_lanes"],
+                anomaly_groups=[dict(g, entries=inside[g["category"]], shown=len(inside[g["category"]]))
+                                for g in groups if inside[g["category"]]],
+                anomaly_json=_anomaly_json(inside))
+    return dict(href=href, start_s=round(start_s, 2), stop_s=round(stop_s, 2), operations=len(part),
+                anomalies=sum(len(v) for v in inside.values()),
+                windows=[window_label(w) for w in windows if _overlaps(w, start_s, stop_s)])
 
 
 def _overlaps(window: dict[str, Any], start_s: float, stop_s: float) -> bool:
@@ -501,7 +519,7 @@ def _overlaps(window: dict[str, Any], start_s: float, stop_s: float) -> bool:
     return begin <= stop_s and (end if isinstance(end, (int, float)) else float("inf")) >= start_s
 
 
-def counterexamples(facts: RunFacts, history: History) -> list[dict[str, Any]]:
+def counterexamples(facts: StoredRun, history: History) -> list[dict[str, Any]]:
     """Per non-linearizable key: the Porcupine-style lanes and the states the model could be in."""
     out = []
     for number, failure in enumerate(f for f in facts.checker("linearizable").get("failures") or []
@@ -519,23 +537,79 @@ def counterexamples(facts: RunFacts, history: History) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass
+class HistoryView:
+    """What the pages read of the history. Up to DETAIL_LIMIT operations, `history` is all
+    of it. Above, no page holds every operation and neither does memory: `history` holds
+    only the operations that the anomalies and counterexamples name (picked in one streamed
+    pass), and `chunks()` streams the whole history DETAIL_LIMIT operations at a time."""
+
+    run_dir: Path
+    operations: int
+    history: History | None
+    problem: str | None = None
+
+    @property
+    def aggregated(self) -> bool:
+        return self.operations > DETAIL_LIMIT
+
+    def chunks(self):
+        return history_chunks(self.run_dir, DETAIL_LIMIT)
+
+
+def history_view(facts: StoredRun) -> HistoryView:
+    run_dir = facts.path
+    operations, problem = count_operations(run_dir)
+    if operations is None or operations <= DETAIL_LIMIT:
+        history, problem = load_history(run_dir)
+        return HistoryView(run_dir, len(history) if history is not None else 0, history, problem)
+    view = HistoryView(run_dir, operations, None)
+    view.history = select_operations(view.chunks(), _named_operations(facts))
+    return view
+
+
+WANTED_PER_CATEGORY = 10_000  # anomalies per category joined with a big run's history
+
+
+def _named_operations(facts: StoredRun):
+    """Picks the operations an anomaly (its first WANTED_PER_CATEGORY per category) or a
+    linearizability failure (its key's operations within LIN_CONTEXT indices) needs."""
+    queue = facts.checker("queue")
+    rows: list[dict[str, Any]] = []
+    if queue and queue.get("checked") is not False:
+        full, _ = full_anomaly_rows(facts.path, queue)
+        rows = [row for category_rows in full.values() for row in category_rows[:WANTED_PER_CATEGORY]]
+    wanted = anomalies.Wanted.of(rows)
+    around: list[tuple[set[str], int]] = []
+    for failure in facts.checker("linearizable").get("failures") or []:
+        op = failure.get("op") if isinstance(failure, dict) else None
+        if isinstance(op, dict) and isinstance(op.get("index"), int):
+            around.append((key_texts(failure.get("key")), op["index"]))
+
+    def keep(chunk: History, i: int) -> bool:
+        if any(chunk.key[i] in keys and abs(chunk.index[i] - at) <= LIN_CONTEXT for keys, at in around):
+            return True
+        return bool(wanted) and wanted.shows(chunk, i)
+    return keep
+
+
 def render_run_report(run_dir: Path) -> Path:
     """Write report/index.html and report/timeline.html for one run; returns index.html."""
     facts = load_run(run_dir)
     report_dir = run_dir / "report"
     assets_dir = install_assets(assets_folder(run_dir))
-    history, history_problem = load_history(run_dir)
+    view = history_view(facts)
+    history, history_problem = view.history, view.problem
     windows = _windows(facts)
     found = anomalies.Index.build(history) if history is not None else None
     common = dict(facts=facts, generated_at=_now(), source=str(run_dir))
     page = render_page(
         "run.html.j2", report_dir / "index.html", assets_dir, nav=_nav(report_dir, run_dir, "report"),
         verdicts=verdict_rows(facts), config=config_items(facts), replay=replay_command(facts),
-        rto=rto_section(facts), perf=perf_section(facts, history, history_problem, windows),
+        rto=rto_section(facts), perf=perf_section(facts, history, history_problem, windows, view.operations),
         queue=queue_section(facts, report_dir, found), lin=lin_section(facts, history, history_problem),
         nemesis=nemesis_section(facts, windows), logs=node_logs(run_dir, report_dir), stats=stats_section(facts),
         **common)
-    render_timeline(history, windows, found, report_dir, assets_dir,
+    render_timeline(view, windows, found, report_dir, assets_dir,
                     nav=_nav(report_dir, run_dir, "timeline"), history_problem=history_problem, **common)
     return page
-

@@ -20,8 +20,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from records import CampaignJson
 from reports.assets import install_assets
-from reports.load import campaign_dirs, load_run, read_json, run_dirs
+from reports.load import campaign_dirs, load_run, read_store_file, run_dirs
 from reports.render import environment
 
 ASSETS_URL = "/_chaos/assets/"
@@ -31,7 +32,7 @@ def store_index(store_root: Path) -> list[dict[str, Any]]:
     """The campaigns of a store, newest first, each with its runs and their verdicts."""
     campaigns = []
     for campaign in campaign_dirs(store_root):
-        meta, problem = read_json(campaign / "campaign.json")
+        meta, problem = read_store_file(CampaignJson, campaign / "campaign.json")
         runs = []
         for run_dir in run_dirs(campaign):
             facts = load_run(run_dir)

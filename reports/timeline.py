@@ -317,12 +317,6 @@ def aggregate_figure(series: list[dict[str, Any]], windows: list[dict[str, Any]]
     return {"data": data, "layout": layout}
 
 
-def detail_ranges(history: History, limit: int) -> list[list[int]]:
-    """The history cut by invocation time into consecutive ranges of at most `limit` operations."""
-    order = sorted(range(len(history)), key=history.invoke_time.__getitem__)
-    return [order[i:i + limit] for i in range(0, len(order), limit)]
-
-
 def entries_within(entries: dict[str, list[dict]], start_s: float, stop_s: float) -> dict[str, list[dict]]:
     """The anomalies with an operation in [start_s, stop_s]."""
     return {c: [e for e in items if any(start_s <= op["x"] <= stop_s for op in e["ops"])]

@@ -12,7 +12,7 @@ from rich.console import Console
 from harness.campaign import load_campaign, plan
 from harness.campaign.runner import CampaignRunner
 from harness.cli import cli
-from support.stores import results
+from support.stores import results, stored
 
 FILE = """\
 name: gated
@@ -57,7 +57,7 @@ def completed_run(runner: CampaignRunner, run_id: str) -> Path:
     """The directory of a run that finished (its run.json says so), not yet checked."""
     run_dir = runner.path / "runs" / run_id
     run_dir.mkdir(parents=True)
-    (run_dir / "run.json").write_text(json.dumps({"run_id": run_id, "status": "complete"}))
+    (run_dir / "run.json").write_text(json.dumps(stored({"run_id": run_id, "status": "complete"})))
     return run_dir
 
 

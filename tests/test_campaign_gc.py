@@ -1,11 +1,13 @@
 """`chaos gc --keep-nights N`: old campaigns lose their bulk; evidence and trends stay."""
 from __future__ import annotations
 
+import json
+
 from click.testing import CliRunner
 
 from harness.cli import cli
 from reports.campaign import render_trend, trend_rows
-from support.stores import make_campaign, results
+from support.stores import make_campaign, results, stored
 
 FAILED = [{"name": "no-lost-on-safe", "title": "no loss", "ok": False, "detail": "2 lost"}]
 PASSED = [{"name": "no-lost-on-safe", "title": "no loss", "ok": True, "detail": "ok"}]
@@ -22,7 +24,7 @@ def test_gc_keeps_the_newest_nights_failed_and_unfinished_ones_and_prunes_the_re
         night(tmp_path, day, gates=FAILED if day == 2 else PASSED, status="interrupted" if day == 1 else "complete")
     adhoc = tmp_path / "20240101T000000Z-bbbb"
     (adhoc / "runs" / "r").mkdir(parents=True)
-    (adhoc / "campaign.json").write_text('{"kind": "ad-hoc", "runs": ["r"]}')
+    (adhoc / "campaign.json").write_text(json.dumps(stored({"kind": "ad-hoc", "runs": ["r"]})))
     result = CliRunner().invoke(cli, ["gc", "--keep-nights", "2", "--store", str(tmp_path)])
     assert result.exit_code == 0, result.output
     history = lambda day: tmp_path / f"202401{day:02d}T000000Z-aaaa-nightly" / "runs" / "dledger-3-queue-leader-kill-r1" / "history"

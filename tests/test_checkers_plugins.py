@@ -5,25 +5,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from checkers import pipeline, registry
 from checkers.context import RunFacts
-from checkers.runspec import RunSpec
+from records import CheckInputs
 from support.checker_runs import RunBuilder, poll, item, send
-from support.plugins import install_example
+from support.plugins import CHAOS, example_site
 
-DOCS = Path(__file__).parent.parent / "docs" / "contracts.md"
-CHAOS = str(Path(sys.executable).parent / "chaos")
-
-
-@pytest.fixture(scope="module")
-def plugin_site(tmp_path_factory) -> Path:
-    return install_example(tmp_path_factory.mktemp("checker-plugin"), DOCS, "### Writing a checker",
-                           registry.ENTRY_POINT_GROUP)
+plugin_site = example_site("contracts.md", "### Writing a checker", registry.ENTRY_POINT_GROUP)
 
 
 @pytest.fixture
@@ -129,7 +121,7 @@ def test_a_checker_that_answers_for_the_wrong_runs_is_unknown_for_every_run() ->
             return [{"short": {"valid": True}}]
 
     class Ctx:
-        runs = [RunFacts(index=i, run_dir=Path("."), spec=RunSpec(workload="queue")) for i in range(2)]
+        runs = [RunFacts(index=i, run_dir=Path("."), spec=CheckInputs(workload="queue")) for i in range(2)]
 
     sections = pipeline.checker_sections(Short(), Ctx())
     assert [s["short"]["valid"] for s in sections] == ["unknown", "unknown"]
@@ -148,8 +140,8 @@ def test_runs_a_checker_does_not_apply_to_get_its_not_applicable_sections() -> N
             return [{"register_only": {"valid": False}} for _ in runs]
 
     class Ctx:
-        runs = [RunFacts(index=0, run_dir=Path("."), spec=RunSpec(workload="register")),
-                RunFacts(index=1, run_dir=Path("."), spec=RunSpec(workload="queue"))]
+        runs = [RunFacts(index=0, run_dir=Path("."), spec=CheckInputs(workload="register")),
+                RunFacts(index=1, run_dir=Path("."), spec=CheckInputs(workload="queue"))]
 
     first, second = pipeline.checker_sections(RegisterOnly(), Ctx())
     assert first == {"register_only": {"valid": False}}

@@ -14,9 +14,10 @@ from checkers import linearizable, perf, pipeline, queue, rto
 from checkers.context import RunFacts
 from checkers.ops import WRITE_FUNCTIONS
 from checkers.routes import infer_workload, linearizability_model
-from checkers.runspec import RunSpec, RunSpecError, load_spec, parse_spec
 from checkers.verdict import crashed, exit_code, guarded, merge_results, merge_valid
 from checkers.windows import LONG_MAX, LONG_MIN, FaultEvent, FaultWindow, fault_windows, segments
+from records import SCHEMA_VERSION, CheckInputs, OldStoreError, RunJson, StoreFormatError, read_check_inputs
+from records.base import parse_model
 
 S = 1_000_000_000
 
@@ -120,28 +121,34 @@ def test_segments_cover_the_timeline_with_overlapping_windows():
 
 # -- run specs --------------------------------------------------------------------------------
 
-def test_spec_values_found_at_top_level_or_nested():
-    spec = parse_spec({"workload": "queue", "spec": {"ordered": True, "seed": 5},
-                       "thresholds": {"rto_threshold_s": 2, "min_availability": 0.5}})
+def test_check_inputs_are_read_from_run_json_checks(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps(RunJson(checks={
+        "workload": "queue", "ordered": True, "seed": 5, "rto_threshold_s": 2, "min_availability": 0.5}).as_json()))
+    spec = read_check_inputs(tmp_path)
     assert (spec.workload, spec.ordered, spec.seed) == ("queue", True, 5)
     assert (spec.rto_threshold_s, spec.min_availability) == (2.0, 0.5)
-    assert parse_spec({"workload": {"name": "log"}}).workload == "log"
 
 
 def test_spec_errors_name_the_file_and_field(tmp_path):
-    with pytest.raises(RunSpecError, match=r"run.json: `rto_threshold_s` must be a number, got 'fast'"):
-        parse_spec({"rto_threshold_s": "fast"})
-    with pytest.raises(RunSpecError, match="delivery"):
-        parse_spec({"delivery": "at-most-once"})
+    with pytest.raises(StoreFormatError, match=r"run.json: `checks.rto_threshold_s`: .*number.*got 'fast'"):
+        parse_model(RunJson, {"schema_version": SCHEMA_VERSION, "checks": {"rto_threshold_s": "fast"}}, "run.json")
+    with pytest.raises(StoreFormatError, match="delivery"):
+        parse_model(RunJson, {"schema_version": SCHEMA_VERSION, "checks": {"delivery": "at-most-once"}}, "run.json")
     (tmp_path / "run.json").write_text("[1,")
-    with pytest.raises(RunSpecError, match=f"{tmp_path / 'run.json'}: not readable JSON"):
-        load_spec(tmp_path)
+    with pytest.raises(StoreFormatError, match=f"{tmp_path / 'run.json'}: not readable JSON"):
+        read_check_inputs(tmp_path)
+
+
+def test_a_run_json_of_an_older_version_is_refused_in_one_line(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"workload": "queue", "thresholds": {"rto_threshold_s": 2}}))
+    with pytest.raises(OldStoreError, match=r"run.json: written by an older rocketmq-chaos \(no schema_version\)"):
+        read_check_inputs(tmp_path)
 
 
 def test_missing_run_json_gives_defaults(tmp_path):
-    assert load_spec(tmp_path) == RunSpec()
-    assert RunSpec().tolerates_duplicates
-    assert not RunSpec(delivery="exactly-once").tolerates_duplicates
+    assert read_check_inputs(tmp_path) == CheckInputs()
+    assert CheckInputs().tolerates_duplicates
+    assert not CheckInputs(delivery="exactly-once").tolerates_duplicates
 
 
 # -- queue and order sections ---------------------------------------------------------------------
@@ -203,7 +210,7 @@ def test_window_without_success_after_the_outage_is_not_recovered():
 
 
 def facts(**spec) -> RunFacts:
-    return RunFacts(index=0, run_dir=Path("."), spec=RunSpec(**spec), windows=[WINDOW])
+    return RunFacts(index=0, run_dir=Path("."), spec=CheckInputs(**spec), windows=[WINDOW])
 
 
 def test_rto_section_fails_on_low_availability_in_faults():
@@ -308,8 +315,8 @@ def test_missing_engine_makes_linearizable_unknown_with_the_reason(monkeypatch):
     assert problem.startswith("linearizability engine not available: ")
 
     class Ctx:  # the checker must not touch Spark when it cannot check anything
-        runs = [RunFacts(index=0, run_dir=Path("."), spec=RunSpec(workload="register")),
-                RunFacts(index=1, run_dir=Path("."), spec=RunSpec(workload="queue"))]
+        runs = [RunFacts(index=0, run_dir=Path("."), spec=CheckInputs(workload="register")),
+                RunFacts(index=1, run_dir=Path("."), spec=CheckInputs(workload="queue"))]
 
     sections = pipeline.checker_sections(linearizable.LinearizableChecker(), Ctx())
     assert sections[0]["linearizable"] == {"valid": "unknown", "checked": False, "model": "cas-register",
@@ -319,7 +326,7 @@ def test_missing_engine_makes_linearizable_unknown_with_the_reason(monkeypatch):
 
 def test_unknown_workload_has_no_linearizability_verdict():
     class Ctx:
-        runs = [RunFacts(index=0, run_dir=Path("."), spec=RunSpec(workload="bank"))]
+        runs = [RunFacts(index=0, run_dir=Path("."), spec=CheckInputs(workload="bank"))]
 
     section = pipeline.checker_sections(linearizable.LinearizableChecker(), Ctx())[0]["linearizable"]
     assert section["valid"] == "unknown"

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import nuclei
+from nuclei.net import remove
 from support.controller import Step, read_all_message_ids, seeded_schedule, steps_for_this_run, wait_until
 from support.controller_chaos import workload
 from sut import admin
@@ -56,7 +57,7 @@ class Chaos:
             peers = [n.host for n in self.inventory.nodes if n.name != node]
             entry = nuclei.drop(self.pool, self.journal, node, peers)
             self.log.append(f"{step.fault} {node} {step.hold:.1f}s")
-            return lambda: nuclei.remove(self.pool, self.journal, entry)
+            return lambda: remove(self.pool, self.journal, entry)
         if step.fault == "kill-master":
             node = self.deployer.leader("broker")
             ref = next((r for r in self._refs("broker") if r.node == node), None)

@@ -35,7 +35,7 @@ def test_other_faults_do_not_need_fuse(monkeypatch):
 
 
 def test_every_crash_fault_is_listed_with_its_selector():
-    from faults import known
+    from faults.registry import known
     names = {name: reg for name, reg in known().items() if name.endswith("-crash")}
     assert sorted(names) == ["fixed-crash", "leader-crash", "major-crash", "minor-crash", "random-crash"]
     assert all("unsynced" in reg.description for reg in names.values())

@@ -11,10 +11,13 @@ import threading
 
 import pytest
 
-import faults
 import nuclei
 from faults import grudge as shapes
+from faults.registry import create
+from faults.runner import ScheduleRunner, run_schedule
 from faults.schedule import FaultSpec, ScheduleSpec, plan
+from nuclei.net import chain_rules
+from nuclei.process import inspect
 from support.faults import (chain_is_gone, make_context, proc_state, read_events, server_proc, start_servers,
                             stop_servers, views_measured)
 
@@ -55,8 +58,8 @@ SELECTIONS = [("random", {}, 1), ("minor", {}, 2), ("major", {}, 3), ("fixed", {
 def test_kill_faults_kill_exactly_the_targets_and_stop_restarts_them(cluster, ctx, selector, options,
                                                                     count) -> None:
     _, pool, procs = cluster
-    pids = {name: nuclei.inspect(pool, proc)[0].pid for name, proc in procs.items()}
-    nemesis = faults.create(f"{selector}-kill", **options)
+    pids = {name: inspect(pool, proc)[0].pid for name, proc in procs.items()}
+    nemesis = create(f"{selector}-kill", **options)
     handle = nemesis.start(ctx)
     assert len(handle.targets) == count
     if selector == "fixed":
@@ -66,7 +69,7 @@ def test_kill_faults_kill_exactly_the_targets_and_stop_restarts_them(cluster, ct
     during = states(pool, procs)
     assert {name for name, state in during.items() if state is None} == set(handle.targets)
     nemesis.stop(ctx, handle)
-    after = {name: nuclei.inspect(pool, proc) for name, proc in procs.items()}
+    after = {name: inspect(pool, proc) for name, proc in procs.items()}
     assert all(s and s[0].state in "SR" for s in after.values())
     assert {name for name in procs if after[name][0].pid != pids[name]} == set(handle.targets)
     assert ctx.journal.pending() == []
@@ -76,7 +79,7 @@ def test_kill_faults_kill_exactly_the_targets_and_stop_restarts_them(cluster, ct
 def test_suspend_faults_stop_exactly_the_targets_and_stop_resumes_them(cluster, ctx, selector, options,
                                                                        count) -> None:
     _, pool, procs = cluster
-    nemesis = faults.create(f"{selector}-suspend", **options)
+    nemesis = create(f"{selector}-suspend", **options)
     handle = nemesis.start(ctx)
     assert len(handle.targets) == count
     during = states(pool, procs)
@@ -88,7 +91,7 @@ def test_suspend_faults_stop_exactly_the_targets_and_stop_resumes_them(cluster, 
 def test_role_filter_limits_kills_to_the_controllers(cluster, tmp_path) -> None:
     inventory, pool, procs = cluster
     ctx = make_context(inventory, pool, tmp_path, procs, roles=["controllers"], seed=3)
-    nemesis = faults.create("major-kill")
+    nemesis = create("major-kill")
     handle = nemesis.start(ctx)
     try:
         assert handle.targets == ["n5"] and states(pool, procs)["n5"] is None
@@ -99,14 +102,14 @@ def test_role_filter_limits_kills_to_the_controllers(cluster, tmp_path) -> None:
 
 def assert_partition_matches_measurement(cluster, ctx, name: str, **options):
     inventory, pool, _ = cluster
-    nemesis = faults.create(name, **options)
+    nemesis = create(name, **options)
     handle = nemesis.start(ctx)
     measured = views_measured(inventory, pool)
     expected = shapes.views({k: set(v) for k, v in handle.grudge.items()}, ctx.names)
     assert measured == expected
     nemesis.stop(ctx, handle)
     assert all(view == set(ctx.names) for view in views_measured(inventory, pool).values())
-    assert all(chain_is_gone(pool, node) or nuclei.chain_rules(pool, node) == [] for node in ctx.names)
+    assert all(chain_is_gone(pool, node) or chain_rules(pool, node) == [] for node in ctx.names)
     return handle, measured
 
 
@@ -140,7 +143,7 @@ def test_bridge_leaves_exactly_one_node_seeing_both_sides(cluster, ctx) -> None:
 def test_partitions_restricted_to_brokers_leave_the_controller_connected(cluster, tmp_path) -> None:
     inventory, pool, procs = cluster
     ctx = make_context(inventory, pool, tmp_path, procs, roles=["brokers"])
-    nemesis = faults.create("partition-majorities-ring")
+    nemesis = create("partition-majorities-ring")
     handle = nemesis.start(ctx)
     try:
         measured = views_measured(inventory, pool)
@@ -152,16 +155,16 @@ def test_partitions_restricted_to_brokers_leave_the_controller_connected(cluster
 
 def test_random_loss_puts_statistic_rules_on_the_targets_and_removes_them(cluster, ctx) -> None:
     _, pool, _ = cluster
-    nemesis = faults.create("random-loss", probability=0.35)
+    nemesis = create("random-loss", probability=0.35)
     handle = nemesis.start(ctx)
     assert handle.details["probability"] == 0.35 and handle.targets
     for node in ctx.names:
-        rules = nuclei.chain_rules(pool, node)
+        rules = chain_rules(pool, node)
         peers = handle.details["loss"].get(node, [])
         assert len(rules) == 2 * len(peers)
         assert all("--probability 0.35" in rule for rule in rules)
     nemesis.stop(ctx, handle)
-    assert all(nuclei.chain_rules(pool, node) == [] for node in ctx.names)
+    assert all(chain_rules(pool, node) == [] for node in ctx.names)
 
 
 def run_once(cluster, tmp_path, seed: int):
@@ -170,7 +173,7 @@ def run_once(cluster, tmp_path, seed: int):
     spec = ScheduleSpec([FaultSpec("random-partition"), FaultSpec("random-suspend")], interval=0.2,
                         duration=1.0, overlap=[FaultSpec("random-kill")])
     seen: list[str] = []
-    runner = faults.ScheduleRunner(ctx, plan(seed, spec, 3.0), on_change=lambda active: seen.append(
+    runner = ScheduleRunner(ctx, plan(seed, spec, 3.0), on_change=lambda active: seen.append(
         " + ".join(map(str, active)) or "quiet"))
     runner.run(threading.Event())
     return ctx, read_events(tmp_path), seen
@@ -209,7 +212,7 @@ def test_runner_heals_when_the_run_fails_midway(cluster, tmp_path) -> None:
             raise RuntimeError("display crashed")
 
     with pytest.raises(RuntimeError, match="display crashed"):
-        faults.run_schedule(ctx, plan(1, spec, 60), threading.Event(), on_change=explode)
+        run_schedule(ctx, plan(1, spec, 60), threading.Event(), on_change=explode)
     assert ctx.journal.pending() == [] and all(chain_is_gone(pool, n) for n in ctx.names)
     assert all(state in ("S", "R") for state in states(pool, procs).values())
     assert [e["value"]["phase"] for e in read_events(tmp_path)] == ["start", "start", "stop", "stop"]
@@ -228,7 +231,7 @@ def test_runner_heals_on_ctrl_c(cluster, tmp_path) -> None:
             timer.start()
 
     with pytest.raises(KeyboardInterrupt):
-        faults.run_schedule(ctx, plan(2, spec, 120), threading.Event(), on_change=interrupt_soon)
+        run_schedule(ctx, plan(2, spec, 120), threading.Event(), on_change=interrupt_soon)
     assert ctx.journal.pending() == []
     assert all(state in ("S", "R") for state in states(pool, procs).values())
 
@@ -238,7 +241,7 @@ def test_stop_event_ends_the_schedule_early_and_heals(cluster, tmp_path) -> None
     ctx = make_context(inventory, pool, tmp_path, procs)
     stop = threading.Event()
     spec = ScheduleSpec([FaultSpec("bridge")], interval=0, duration=60)
-    runner = faults.ScheduleRunner(ctx, plan(3, spec, 120), on_change=lambda active: active and stop.set())
+    runner = ScheduleRunner(ctx, plan(3, spec, 120), on_change=lambda active: active and stop.set())
     runner.run(stop)
     assert runner.current == "quiet" and runner.heal_report.ok
     assert all(chain_is_gone(pool, n) for n in ctx.names)
@@ -249,7 +252,7 @@ def test_majorities_ring_on_7_real_nodes(make_cluster, tmp_path) -> None:
     procs = start_servers(inventory, pool)
     try:
         ctx = make_context(inventory, pool, tmp_path, procs)
-        nemesis = faults.create("partition-majorities-ring")
+        nemesis = create("partition-majorities-ring")
         handle = nemesis.start(ctx)
         measured = views_measured(inventory, pool)
         nemesis.stop(ctx, handle)

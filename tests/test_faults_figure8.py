@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 import faults
+from faults.registry import create
+from faults.validate import validate
 from faults import grudge as shapes
 from faults.figure8 import Figure8Partition
 
@@ -17,7 +19,7 @@ def test_step_one_puts_the_leader_with_the_nameserver_node() -> None:
 
 def test_options_are_checked_and_fewer_than_five_members_are_refused() -> None:
     with pytest.raises(faults.FaultError, match="lease"):
-        faults.create("figure-8-partition", lease=0)
-    assert faults.create("figure-8-partition").min_nodes == 5
+        create("figure-8-partition", lease=0)
+    assert create("figure-8-partition").min_nodes == 5
     with pytest.raises(faults.FaultError, match="needs at least 5 nodes"):
-        faults.validate(["figure-8-partition"], NODES[:3])
+        validate(["figure-8-partition"], NODES[:3])

@@ -22,6 +22,7 @@ TESTS = Path(__file__).parent
 # faults are on and then waits to be killed.
 DOOMED_RUN = """
 import sys, threading
+from faults.runner import run_schedule
 from pathlib import Path
 import faults, inventory
 from faults.schedule import FaultSpec, ScheduledEvent
@@ -39,7 +40,7 @@ schedule = [ScheduledEvent(0.0, partition, "start", 0, 0, 1), ScheduledEvent(0.1
 def report(active):
     if len(active) == 2:
         print("ready", flush=True)
-faults.run_schedule(ctx, schedule, threading.Event(), on_change=report)
+run_schedule(ctx, schedule, threading.Event(), on_change=report)
 """
 
 

@@ -5,24 +5,18 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 import faults
 from faults import registry
+from faults.runner import run_schedule
 from faults.schedule import FaultSpec, ScheduleSpec, plan
+from faults.validate import validate
 from support.faults import chain_is_gone, make_context, reachability, read_events
-from support.plugins import install_example
+from support.plugins import CHAOS, example_site
 
-DOCS = Path(__file__).parent.parent / "docs" / "nemeses.md"
-CHAOS = str(Path(sys.executable).parent / "chaos")
-
-
-@pytest.fixture(scope="module")
-def plugin_site(tmp_path_factory) -> Path:
-    return install_example(tmp_path_factory.mktemp("plugin"), DOCS, "### A complete example",
-                           registry.ENTRY_POINT_GROUP)
+plugin_site = example_site("nemeses.md", "### A complete example", registry.ENTRY_POINT_GROUP)
 
 
 @pytest.fixture
@@ -55,13 +49,13 @@ def test_the_plugin_nemesis_runs_on_a_cluster_and_is_healed(plugin_loaded, netns
     from support.faults import start_servers, stop_servers
 
     inventory, pool = netns_cluster
-    assert faults.validate(["link-cut"], inventory.names) == [FaultSpec("link-cut", {})]
+    assert validate(["link-cut"], inventory.names) == [FaultSpec("link-cut", {})]
     procs = start_servers(inventory, pool)
     try:
         ctx = make_context(inventory, pool, tmp_path, procs, seed=4)
         during: list[dict[str, set[str]]] = []
         spec = ScheduleSpec([FaultSpec("link-cut")], interval=0.1, duration=0.5)
-        faults.run_schedule(ctx, plan(4, spec, 1.0), threading.Event(),
+        run_schedule(ctx, plan(4, spec, 1.0), threading.Event(),
                             on_change=lambda active: active and during.append(reachability(inventory, pool)))
         start, stop = read_events(tmp_path)
         a, b = start["value"]["targets"]
@@ -113,8 +107,8 @@ def test_a_broken_plugin_is_reported_and_the_rest_still_load(tmp_path, monkeypat
     monkeypatch.setattr(registry, "_registry", dict(registry._registry))
     registry.load_plugins(reload=True)
     try:
-        assert any("chaos_broken_missing" in problem for problem in faults.plugin_errors())
-        assert "random-kill" in faults.names()
+        assert any("chaos_broken_missing" in problem for problem in registry.plugin_errors())
+        assert "random-kill" in registry.names()
     finally:
         monkeypatch.undo()
         registry.load_plugins(reload=True)
@@ -134,11 +128,11 @@ def test_a_broken_plugin_is_reported_and_the_rest_still_load(tmp_path, monkeypat
 ])
 def test_bad_fault_choices_fail_before_the_run_with_one_clear_line(names, nodes, fixed, message) -> None:
     with pytest.raises(faults.FaultError) as error:
-        faults.validate(names, [f"n{i}" for i in range(1, nodes + 1)], fixed)
+        validate(names, [f"n{i}" for i in range(1, nodes + 1)], fixed)
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
 def test_validate_fills_in_fixed_targets_and_keeps_options() -> None:
-    specs = faults.validate(["fixed-kill", "random-loss:probability=0.4", "noop"], ["n1", "n2", "n3"], ["n2"])
+    specs = validate(["fixed-kill", "random-loss:probability=0.4", "noop"], ["n1", "n2", "n3"], ["n2"])
     assert specs == [FaultSpec("fixed-kill", {"targets": ["n2"]}), FaultSpec("random-loss", {"probability": 0.4}),
                      FaultSpec("noop", {})]

@@ -6,31 +6,32 @@ import pytest
 import faults
 from faults import registry
 from faults.options import Duration, NodeNames, Port, RemotePath
+from faults.registry import create
 
 
 @pytest.mark.parametrize("given,stored", [(9, "KILL"), ("9", "KILL"), ("kill", "KILL"), ("SIGTERM", "TERM"),
                                           ("term", "TERM"), (15, "TERM"), ("QUIT", "QUIT")])
 def test_a_kill_signal_is_accepted_by_name_or_number_and_stored_as_its_name(given, stored):
-    assert faults.create("random-kill", signal=given).signal == stored
+    assert create("random-kill", signal=given).signal == stored
 
 
 @pytest.mark.parametrize("given", [0, "0", 99, "STOP", "SIGCONT", "TSTP", "abc", "9;id", "", -9, True, [9]])
 def test_signals_that_kill_nothing_or_are_not_in_the_table_are_refused(given):
     with pytest.raises(faults.FaultError, match=r"fault random-kill: option signal=.*: .*allowed"):
-        faults.create("random-kill", signal=given)
+        create("random-kill", signal=given)
 
 
 @pytest.mark.parametrize("given", [0, -0.1, 1.01, "nan", "inf", "0.3;id", "often"])
 def test_a_loss_probability_outside_zero_to_one_is_refused(given):
     with pytest.raises(faults.FaultError, match=r"fault random-loss: option probability="):
-        faults.create("random-loss", probability=given)
+        create("random-loss", probability=given)
 
 
 def test_fixed_targets_are_node_names_given_as_one_name_or_a_list():
-    assert faults.create("fixed-partition", targets="n1").fixed == ["n1"]
-    assert faults.create("fixed-kill", targets=["n1", "n2"]).fixed == ["n1", "n2"]
+    assert create("fixed-partition", targets="n1").fixed == ["n1"]
+    assert create("fixed-kill", targets=["n1", "n2"]).fixed == ["n1", "n2"]
     with pytest.raises(faults.FaultError, match=r"'n1 n2' is not a node name"):
-        faults.create("fixed-kill", targets=["n1 n2"])
+        create("fixed-kill", targets=["n1 n2"])
 
 
 class SlowDisk:
@@ -58,7 +59,7 @@ def plugin():
 
 
 def test_a_plugin_s_typed_options_are_converted(plugin):
-    made = faults.create(plugin, seconds="2.5", port="80", path="/data/x", nodes="n3", note=7)
+    made = create(plugin, seconds="2.5", port="80", path="/data/x", nodes="n3", note=7)
     assert (made.seconds, made.port, made.path, made.nodes, made.note) == (2.5, 80, "/data/x", ("n3",), 7)
 
 
@@ -72,6 +73,6 @@ def test_a_plugin_s_typed_options_are_converted(plugin):
 ])
 def test_a_plugin_s_bad_option_names_the_fault_the_option_and_what_is_allowed(plugin, option, value, message):
     with pytest.raises(faults.FaultError) as error:
-        faults.create(plugin, **{option: value})
+        create(plugin, **{option: value})
     text = str(error.value)
     assert text.startswith(f"fault {plugin}: option {option}=") and message in text and "allowed" in text

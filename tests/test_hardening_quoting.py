@@ -23,7 +23,11 @@ from hypothesis import strategies as st
 import faults
 import nuclei
 from faults import registry
+from faults.registry import create
+from faults.validate import validate
 from inventory import Inventory, InventoryError, NodeUnreachable, Pool, load
+from nuclei.net import chain_rules
+from nuclei.process import Proc, inspect, resume_stopped_under
 
 
 CANARY_DIR = Path("/tmp") / f"chaos-canary-{os.getpid()}-{secrets.token_hex(3)}"
@@ -68,10 +72,10 @@ def builtin_options() -> list[tuple[str, str]]:
 @given(value=hostile)
 def test_every_fault_option_refuses_shell_text_with_one_line_naming_fault_and_option(fault, option, value):
     with pytest.raises(faults.FaultError) as error:
-        faults.create(fault, **{option: value})
+        create(fault, **{option: value})
     one_line_naming(error.value, f"fault {fault}", f"option {option}=")
     with pytest.raises(faults.FaultError) as error:  # and typed on the command line
-        faults.validate([f"{fault}:{option}={value}"], ["n1", "n2", "n3"])
+        validate([f"{fault}:{option}={value}"], ["n1", "n2", "n3"])
     assert "\n" not in str(error.value)
     no_canary()
 
@@ -139,7 +143,7 @@ def test_a_process_started_and_killed_with_shell_text_everywhere_sees_it_literal
     safe_name = name.replace("/", "_").replace("\0", "")
     directory = tmp_path / secrets.token_hex(3) / safe_name
     argv = ("python3", "-c", "import time; time.sleep(600)", arg)
-    proc = nuclei.Proc(node=target.name, name=safe_name, pidfile=str(directory / f"{safe_name}.pid"), argv=argv,
+    proc = Proc(node=target.name, name=safe_name, pidfile=str(directory / f"{safe_name}.pid"), argv=argv,
                        cwd=str(directory.parent), env={"CHAOS_VALUE": env_value},
                        logfile=str(directory / f"{safe_name}.log"))
     directory.parent.mkdir(parents=True)
@@ -151,7 +155,7 @@ def test_a_process_started_and_killed_with_shell_text_everywhere_sees_it_literal
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         assert f"CHAOS_VALUE={env_value}".encode() in environ
         assert os.readlink(f"/proc/{pid}/cwd") == proc.cwd
-        [state] = nuclei.inspect(pool, proc)
+        [state] = inspect(pool, proc)
         assert state.pid == pid and state.cmdline[-1] == arg
         journal = nuclei.Journal(tmp_path / f"{secrets.token_hex(3)}.jsonl")
         with pytest.raises(nuclei.NucleusError) as error:
@@ -181,9 +185,9 @@ def wait_for_exec(pid: int, program: str, timeout: float = 10) -> list[str]:
 @given(text=hostile)
 def test_node_side_searches_take_shell_text_as_data(node, text):
     target, pool = node
-    assert nuclei.inspect(pool, nuclei.Proc(node=target.name, name="x", pidfile=f"/tmp/{text}")) == []
-    assert nuclei.inspect(pool, nuclei.Proc(node=target.name, name="x", pattern=f"{target.workdir}/{text}")) == []
-    assert nuclei.resume_stopped_under(pool, target.name, f"/tmp/{text}") == []
+    assert inspect(pool, Proc(node=target.name, name="x", pidfile=f"/tmp/{text}")) == []
+    assert inspect(pool, Proc(node=target.name, name="x", pattern=f"{target.workdir}/{text}")) == []
+    assert resume_stopped_under(pool, target.name, f"/tmp/{text}") == []
     no_canary()
 
 
@@ -198,5 +202,5 @@ def test_iptables_nuclei_refuse_shell_text_as_a_peer_or_probability(node, tmp_pa
     with pytest.raises(nuclei.NucleusError) as error:
         nuclei.loss(pool, journal, target.name, ["10.0.0.1"], text)  # type: ignore[arg-type]
     one_line_naming(error.value, "probability")
-    assert journal.entries() == [] and nuclei.chain_rules(pool, target.name) == []
+    assert journal.entries() == [] and chain_rules(pool, target.name) == []
     no_canary()

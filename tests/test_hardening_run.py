@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 import harness.run as lifecycle
-from checkers.runspec import load_spec
+from records import read_check_inputs
 from harness.cli import EXIT_ERROR, cli
 from harness.signals import Stopped, stop_reason, stop_signals
 from harness.spec import build_spec
@@ -96,7 +96,7 @@ def test_thresholds_from_the_command_line_reach_the_checkers_through_run_json(of
     run = offline_run(lambda run_dirs, spark_master=None: [{"valid": True}],
                       rto_threshold_s=2.5, min_availability=0.9)
     run.execute()
-    spec = load_spec(run.run.path)
+    spec = read_check_inputs(run.run.path)
     assert (spec.rto_threshold_s, spec.min_availability) == (2.5, 0.9)
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from conftest import finish, skip_unless_root
-import nuclei
 from inventory import netns
+from nuclei.net import chain_rules
 
 pytestmark = [pytest.mark.root]
 
@@ -185,13 +185,13 @@ def test_after_a_sigkill_on_a_lasting_cluster_the_next_run_heals_its_journal_and
     with run_in_a_fault(home, store, "--inventory", str(inventory.source)) as (proc, run_dir, _):
         proc.send_signal(signal.SIGKILL)
     workdirs = [node.workdir for node in inventory.nodes]
-    assert any(nuclei.chain_rules(pool, n) for n in inventory.names), "the partition is still applied"
+    assert any(chain_rules(pool, n) for n in inventory.names), "the partition is still applied"
     assert sut_processes(workdirs), "the SUT still runs"
 
     after = next_run(tmp_path, home)
     assert f"run {run_dir.resolve()}: its harness (pid {proc.pid}) was killed; faults healed and the SUT " \
            "stopped" in after.stderr, after.stderr
-    assert not any(nuclei.chain_rules(pool, n) for n in inventory.names)
+    assert not any(chain_rules(pool, n) for n in inventory.names)
     assert sut_processes(workdirs) == []
     assert run_json(run_dir)["status"] == "error"
 

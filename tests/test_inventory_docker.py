@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-import faults
 import nuclei
 from conftest import require, unique_cluster_name
+from nuclei.net import chain_rules
+from nuclei.process import inspect
 from support.docker import CHAOS, chaos, engine_or_skip, leftovers
 from support.faults import PORT, make_context, proc_state, start_servers, stop_servers, views_measured
 from harness.spec import SpecError, build_spec
@@ -244,20 +245,20 @@ def ctx(cluster, servers, tmp_path):
 
 def test_a_kill_in_a_container_kills_the_target_and_stop_restarts_it_without_zombies(cluster, servers, ctx):
     _, _, pool = cluster
-    nemesis = faults.create("fixed-kill", targets=["n1"])
-    old_pid = nuclei.inspect(pool, servers["n1"])[0].pid
+    nemesis = create("fixed-kill", targets=["n1"])
+    old_pid = inspect(pool, servers["n1"])[0].pid
     handle = nemesis.start(ctx)
     assert proc_state(pool, servers["n1"]) is None and proc_state(pool, servers["n2"]) in ("S", "R")
     zombies = pool.run("n1", "ps -eo stat= | grep -c '^Z' || true").stdout.strip()
     assert zombies == "0"  # sshd, as process 1 of the container, reaps the killed server
     nemesis.stop(ctx, handle)
-    restarted = nuclei.inspect(pool, servers["n1"])
+    restarted = inspect(pool, servers["n1"])
     assert restarted[0].pid != old_pid and restarted[0].state in ("S", "R")
 
 
 def test_a_suspend_in_a_container_stops_the_target_and_stop_resumes_it(cluster, servers, ctx):
     _, _, pool = cluster
-    nemesis = faults.create("leader-suspend")
+    nemesis = create("leader-suspend")
     handle = nemesis.start(ctx)
     assert handle.targets == ["n2"] and proc_state(pool, servers["n2"]) == "T"
     nemesis.stop(ctx, handle)
@@ -266,7 +267,7 @@ def test_a_suspend_in_a_container_stops_the_target_and_stop_resumes_it(cluster, 
 
 def test_a_partition_between_containers_cuts_exactly_the_grudge_and_heals(cluster, servers, ctx):
     _, inventory, pool = cluster
-    nemesis = faults.create("random-partition")
+    nemesis = create("random-partition")
     handle = nemesis.start(ctx)
     expected = shapes.views({k: set(v) for k, v in handle.grudge.items()}, ctx.names)
     assert views_measured(inventory, pool) == expected
@@ -276,7 +277,7 @@ def test_a_partition_between_containers_cuts_exactly_the_grudge_and_heals(cluste
 
 def test_a_leader_partition_isolates_the_leader_container_but_the_control_node_still_reaches_it(cluster, ctx):
     _, inventory, pool = cluster
-    nemesis = faults.create("leader-partition")
+    nemesis = create("leader-partition")
     handle = nemesis.start(ctx)
     try:
         assert handle.targets == ["n2"]
@@ -290,14 +291,14 @@ def test_a_leader_partition_isolates_the_leader_container_but_the_control_node_s
 
 def test_random_loss_in_containers_puts_statistic_rules_in_each_own_chain(cluster, ctx):
     _, _, pool = cluster
-    nemesis = faults.create("random-loss", probability=0.35)
+    nemesis = create("random-loss", probability=0.35)
     handle = nemesis.start(ctx)
     for node in ctx.names:
-        rules = nuclei.chain_rules(pool, node)
+        rules = chain_rules(pool, node)
         assert len(rules) == 2 * len(handle.details["loss"].get(node, []))
         assert all("--probability 0.35" in rule for rule in rules)
     nemesis.stop(ctx, handle)
-    assert all(nuclei.chain_rules(pool, node) == [] for node in ctx.names)
+    assert all(chain_rules(pool, node) == [] for node in ctx.names)
 
 
 def test_sigterm_while_up_is_creating_containers_removes_everything_it_created(cluster, home):
@@ -357,3 +358,4 @@ def test_down_of_one_provider_names_the_other_providers_cluster_of_that_name(tmp
     assert len(clusters_elsewhere("netns", "chaos", True)) == 2
     assert clusters_elsewhere("docker", "lab", False) == []  # no namespace cluster lab here
     assert netns.clusters() == []
+from faults.registry import create

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 import nuclei
+from nuclei.net import CHAIN, chain_rules, clear, remove
 from support.faults import chain_is_gone, reachability, start_servers, stop_servers
 
 pytestmark = pytest.mark.cluster
@@ -44,7 +45,7 @@ def journal(tmp_path, cluster):
 
 
 def drop_counters(pool, node: str) -> int:
-    out = pool.run(node, f"iptables -w -L {nuclei.CHAIN} -v -n -x").stdout
+    out = pool.run(node, f"iptables -w -L {CHAIN} -v -n -x").stdout
     return sum(int(line.split()[0]) for line in out.splitlines()[2:] if "DROP" in line)
 
 
@@ -79,9 +80,9 @@ def test_removing_one_action_keeps_the_others_and_foreign_rules(cluster, journal
     try:
         first = nuclei.drop(pool, journal, n1.name, [n2.host])
         second = nuclei.loss(pool, journal, n1.name, [n3.host], 0.5)
-        assert len(nuclei.chain_rules(pool, n1.name)) == 4
-        nuclei.remove(pool, journal, first)
-        rules = nuclei.chain_rules(pool, n1.name)
+        assert len(chain_rules(pool, n1.name)) == 4
+        remove(pool, journal, first)
+        rules = chain_rules(pool, n1.name)
         assert len(rules) == 2 and all(nuclei.net.tag_of(second) in rule for rule in rules)
         assert [e.id for e in journal.pending()] == [second.id]
         nuclei.heal(pool, journal)
@@ -98,7 +99,7 @@ def test_heal_is_idempotent_and_verifies_the_chain_is_gone(cluster, journal) -> 
     assert nuclei.heal(pool, journal).ok
     again = nuclei.heal(pool, journal)
     assert again.ok and again.done == []
-    nuclei.clear(pool, n1.name, unhook=True)  # on a clean node: still verified, still fine
+    clear(pool, n1.name, unhook=True)  # on a clean node: still verified, still fine
     assert chain_is_gone(pool, n1.name)
 
 
@@ -112,7 +113,7 @@ def test_random_loss_drops_about_the_given_share_of_packets(cluster, journal) ->
     entry = nuclei.loss(pool, journal, n1.name, [n2.host], 0.5)
     pool.run(n1.name, ["python3", "-c", "import time; time.sleep(0.3)"])  # receiver is bound
     pool.run(n1.name, ["python3", "-c", SENDER, n2.host, "400"], timeout=60)
-    nuclei.remove(pool, journal, entry)
+    remove(pool, journal, entry)
     pool.run(n1.name, ["python3", "-c", SENDER.replace("b'x'", "b'end'"), n2.host, "3"])
     received = int(pool.run(n2.name, f"for i in $(seq 100); do [ -s {count_file} ] && break; sleep 0.1; done; "
                                      f"cat {count_file}").stdout)
@@ -125,7 +126,7 @@ def test_the_control_node_address_is_never_blocked(cluster, journal) -> None:
     with pytest.raises(nuclei.NucleusError, match="refusing to block"):
         nuclei.drop(pool, journal, inventory.nodes[0].name, [inventory.nodes[1].host, control])
     assert journal.entries() == []
-    assert nuclei.chain_rules(pool, inventory.nodes[0].name) == []
+    assert chain_rules(pool, inventory.nodes[0].name) == []
 
 
 def test_bad_loss_probability_is_refused_before_anything_is_applied(cluster, journal) -> None:

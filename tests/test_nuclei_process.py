@@ -6,6 +6,7 @@ import json
 import pytest
 
 import nuclei
+from nuclei.process import Proc, inspect
 from support.faults import proc_state, server_proc, start_proc, stop_servers, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -35,7 +36,7 @@ def journal_lines(journal: nuclei.Journal) -> list[dict]:
 def test_kill_removes_the_process_and_restart_brings_a_new_one(cluster, journal) -> None:
     _, pool, procs = cluster
     proc = procs["n1"]
-    before = nuclei.inspect(pool, proc)[0]
+    before = inspect(pool, proc)[0]
     [entry] = nuclei.kill(pool, journal, proc)
     assert proc_state(pool, proc) is None, "the pid is gone (or a zombie) right after kill returns"
     assert entry.params["pid"] == before.pid and entry.params["signal"] == "KILL"
@@ -91,7 +92,7 @@ def test_heal_restarts_from_the_journal_alone(cluster, journal) -> None:
 def test_a_pidfile_naming_another_program_is_refused(cluster, journal, tmp_path) -> None:
     inventory, pool, procs = cluster
     node = inventory.nodes[0]
-    stranger = nuclei.Proc(node.name, "stranger", pidfile=f"{node.workdir}/stranger.pid",
+    stranger = Proc(node.name, "stranger", pidfile=f"{node.workdir}/stranger.pid",
                            argv=("python3", "-m", "not.this.program", node.workdir))
     # The pidfile points at n1's server, which runs a different command line.
     pool.run(node.name, f"cp {procs[node.name].pidfile} {stranger.pidfile}")
@@ -104,7 +105,7 @@ def test_a_pidfile_naming_another_program_is_refused(cluster, journal, tmp_path)
 def test_a_missing_process_is_reported_as_not_running(cluster, journal) -> None:
     inventory, pool, _ = cluster
     node = inventory.nodes[0]
-    ghost = nuclei.Proc(node.name, "ghost", pidfile=f"{node.workdir}/ghost.pid", argv=("python3", "x"))
+    ghost = Proc(node.name, "ghost", pidfile=f"{node.workdir}/ghost.pid", argv=("python3", "x"))
     with pytest.raises(nuclei.ProcessNotRunning, match="ghost is not running"):
         nuclei.pause(pool, journal, ghost)
 
@@ -113,10 +114,10 @@ def test_a_pattern_must_name_the_node_workdir_on_a_shared_pid_namespace(cluster,
     inventory, pool, procs = cluster
     node = inventory.nodes[1]
     with pytest.raises(nuclei.NucleusError, match="could match other nodes"):
-        nuclei.inspect(pool, nuclei.Proc(node.name, "server", pattern="python3 -c import socket"))
-    scoped = nuclei.Proc(node.name, "server", pattern=f"{node.workdir}")
-    found = nuclei.inspect(pool, scoped)
-    assert [state.pid for state in found] == [nuclei.inspect(pool, procs[node.name])[0].pid]
+        inspect(pool, Proc(node.name, "server", pattern="python3 -c import socket"))
+    scoped = Proc(node.name, "server", pattern=f"{node.workdir}")
+    found = inspect(pool, scoped)
+    assert [state.pid for state in found] == [inspect(pool, procs[node.name])[0].pid]
     [entry] = nuclei.pause(pool, journal, scoped)
     assert proc_state(pool, procs[node.name]) == "T"
     nuclei.resume(pool, journal, entry)
@@ -127,7 +128,7 @@ def test_a_journaled_kill_that_never_landed_heals_without_a_second_process(clust
     """The harness died between journaling a kill and sending it: the original still runs."""
     inventory, pool, procs = cluster
     proc = procs["n3"]
-    [state] = nuclei.inspect(pool, proc)
+    [state] = inspect(pool, proc)
     pidfile_before = pool.read_file(proc.node, proc.pidfile)
     journal.record("kill", proc.node, signal="KILL", name=proc.name, role=proc.role, pidfile=proc.pidfile,
                    pattern=None, argv=list(proc.argv), pid=state.pid, starttime=state.starttime,
@@ -135,7 +136,7 @@ def test_a_journaled_kill_that_never_landed_heals_without_a_second_process(clust
     report = nuclei.heal(pool, nuclei.Journal(journal.path))
     assert report.ok, report.errors
     assert pool.read_file(proc.node, proc.pidfile) == pidfile_before
-    assert [s.pid for s in nuclei.inspect(pool, proc)] == [state.pid]
+    assert [s.pid for s in inspect(pool, proc)] == [state.pid]
     [undone] = [line for line in journal_lines(journal) if line["event"] == "undo"]
     assert undone["note"]["restarted"] is False and "never delivered" in undone["note"]["reason"]
     with pytest.raises(Exception, match="names the live pid"):

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import nuclei
+from nuclei.net import remove
 from sut.raft.client import LeaderClient
 from sut.raft.errors import RaftError
 from sut.raft.localgroup import LocalGroup, sole_leader
@@ -121,7 +122,7 @@ def test_partitioned_old_leader_has_its_uncommitted_entries_truncated(cluster_gr
         after = [b"after-%d" % i for i in range(5)]
         for data in after:
             await group.client.propose(data)
-        await asyncio.to_thread(nuclei.remove, pool, journal, cut)
+        await asyncio.to_thread(remove, pool, journal, cut)
         await _converged(group)
         logs = {m: await _committed(group, m) for m in group.members}
         assert logs[old] == logs[new]
@@ -154,7 +155,7 @@ def test_lossy_link_to_a_follower_still_converges(cluster_group):
                     pass
 
         await asyncio.gather(*(writer(w) for w in range(4)))
-        await asyncio.to_thread(nuclei.remove, pool, journal, loss)
+        await asyncio.to_thread(remove, pool, journal, loss)
         assert len(acked) >= 60
         await _converged(group)
         logs = [[d for _, d in await _committed(group, m)] for m in group.members]
@@ -183,7 +184,7 @@ def test_partitioned_old_leader_never_serves_a_stale_read(cluster_group):
             with pytest.raises(RaftError):
                 await stale.read("x")
         assert await majority.read("x") == 2
-        await asyncio.to_thread(nuclei.remove, pool, journal, cut)
+        await asyncio.to_thread(remove, pool, journal, cut)
         await _converged(group)
         for client in (kv, majority, stale):
             await client.close()
@@ -234,7 +235,7 @@ def test_random_kills_and_partitions_keep_logs_prefix_consistent_and_acks_durabl
             else:
                 cut = await asyncio.to_thread(isolate, pool, journal, hosts, target)
                 await asyncio.sleep(seconds)
-                await asyncio.to_thread(nuclei.remove, pool, journal, cut)
+                await asyncio.to_thread(remove, pool, journal, cut)
             await asyncio.sleep(0.3)
         stop.set()
         await asyncio.gather(*writers)

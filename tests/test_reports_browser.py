@@ -2,9 +2,9 @@
 
 One store is made once for the module: a queue run written as raw events (with
 a fault window, lost messages, a malformed line and `<script>` values in a
-message body, an error text and the run's configuration) and a bad
-cas-register history imported from Knossos' test data; `chaos check` checks
-both on Spark (real results.json and checked/ tables) and renders their
+message body, an error text and the run's configuration), a log run with a
+stale read, and a bad cas-register history imported from Knossos' test data;
+`chaos check` checks them on Spark (real results.json and checked/ tables) and renders their
 reports. Screenshots go to build/test-output/reports/.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 
 from support.browser import Loaded, browser  # noqa: F401 - browser is a fixture
 from support.ports import free_port
+from support.stores import stored
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parent.parent
@@ -91,11 +92,44 @@ def write_queue_run(store: Path) -> Path:
         + "\n")
     spec = {"profile": "controller-3", "workload": "queue", "faults": ["random-kill"], "time": 6.0,
             "interval": 2.0, "recovery": 2.0, "seed": 42, "timing": "fast", "note": XSS}
-    (run / "run.json").write_text(json.dumps({"kind": "run", "run_id": run.name, "campaign_id": run.parent.parent.name,
-                                              "workload": "queue", "profile": "controller-3", "seed": 42,
-                                              "status": "complete", "spec": spec}))
-    (run.parent.parent / "campaign.json").write_text(json.dumps({"campaign_id": run.parent.parent.name,
-                                                                 "kind": "ad-hoc", "runs": [run.name]}))
+    (run / "run.json").write_text(json.dumps(stored({"kind": "run", "run_id": run.name, "campaign_id": run.parent.parent.name,
+                                                     "workload": "queue", "profile": "controller-3", "seed": 42,
+                                                     "status": "complete", "spec": spec})))
+    (run.parent.parent / "campaign.json").write_text(json.dumps(stored({"campaign_id": run.parent.parent.name,
+                                                                        "kind": "ad-hoc", "runs": [run.name]})))
+    return run
+
+
+STALE_READ = dict(process=5, offset=5, at_ms=1600, node="n2")
+
+
+def log_events() -> list[dict]:
+    """A log run: 12 acknowledged appends to queue 0, then reads of offsets 2 and 5 that
+    find the values, and between them a stale read: offset 5 read as nothing (from
+    STALE_READ's node) after appends up to offset 11 were acknowledged."""
+    events = []
+    for i in range(12):
+        events += [_event(i % 3, "invoke", "append", 0, 100 + i, i * 100),
+                   _event(i % 3, "ok", "append", 0, {"offset": i, "value": 100 + i}, i * 100 + 10, "n1")]
+    for process, offset, value, t, node in ((4, 2, 102, 1500, "n1"),
+                                            (STALE_READ["process"], STALE_READ["offset"], None,
+                                             STALE_READ["at_ms"], STALE_READ["node"]),
+                                            (4, 5, 105, 1700, "n1")):
+        events += [_event(process, "invoke", "read", 0, {"offset": offset}, t),
+                   _event(process, "ok", "read", 0, {"offset": offset, "value": value}, t + 3, node)]
+    return events
+
+
+def write_log_run(campaign: Path) -> Path:
+    run = campaign / "runs" / "dledger-3-log-leader-kill"
+    (run / "history").mkdir(parents=True)
+    with open(run / "history" / "worker-0.jsonl", "w") as out:
+        out.writelines(json.dumps(event) + "\n" for event in log_events())
+    (run / "run.json").write_text(json.dumps(stored({"kind": "run", "run_id": run.name, "campaign_id": campaign.name,
+                                                     "workload": "log", "profile": "dledger-3", "status": "complete",
+                                                     "spec": {"profile": "dledger-3", "workload": "log"}})))
+    listed = json.loads((campaign / "campaign.json").read_text())
+    (campaign / "campaign.json").write_text(json.dumps({**listed, "runs": listed["runs"] + [run.name]}))
     return run
 
 
@@ -110,10 +144,10 @@ def chaos(*args: str, timeout: float = 600, check: bool = True) -> subprocess.Co
 def store() -> Path:
     require(BAD_EDN.exists(), f"{BAD_EDN}: Knossos test data missing (../shared beside the repo)")
     root = Path(tempfile.mkdtemp(prefix="chaos-reports-"))
-    write_queue_run(root)
+    write_log_run(write_queue_run(root).parent.parent)
     chaos("import", str(BAD_EDN), "--store", str(root))
     checked = chaos("check", str(root), timeout=900)
-    assert checked.returncode == 1, checked.stdout + checked.stderr  # both runs are invalid
+    assert checked.returncode == 1, checked.stdout + checked.stderr  # every run is invalid
     assert "report: " in checked.stdout and "chaos serve" in checked.stdout
     yield root
     shutil.rmtree(root, ignore_errors=True)
@@ -152,7 +186,7 @@ def test_store_index_lists_campaigns_newest_first_with_links_to_reports(server, 
     assert ids == sorted(ids, reverse=True) and len(ids) == 2
     links = loaded.page.eval_on_selector_all("section.campaign a[href$='report/index.html']",
                                              "els => els.map(e => e.getAttribute('href'))")
-    assert len(links) == 2
+    assert len(links) == 3
     assert loaded.errors == []
 
 
@@ -254,6 +288,23 @@ def test_timeline_draws_the_counterexample_with_its_prefix_the_op_that_could_not
     assert roles["linearizable prefix"] and max(roles["linearizable prefix"]) < failure["op"]["index"]
     states = loaded.page.locator("#counterexample table tbody tr").count()
     assert states == len(failure["configs"]) >= 1
+
+
+def test_a_log_run_s_stale_read_is_marked_at_the_read_that_found_nothing(server, store, browser):
+    _, base = server
+    run = next(store.glob("*/runs/dledger-3-log-leader-kill"))
+    stale = json.loads((run / "results.json").read_text())["checkers"]["queue"]["poll_skip"]
+    assert [(row["offset"], row["read_at_s"]) for row in stale] == [(STALE_READ["offset"], STALE_READ["at_ms"] / 1000)]
+    loaded = Loaded(browser, run_url(base, store, run.name, "timeline.html"), "log-stale-read")
+    assert loaded.errors == []
+    marker = loaded.page.evaluate("""() => { const gd = document.getElementById('timeline');
+        const t = gd.data.find(t => t.meta && t.meta.anomaly === 'poll_skip');
+        return {x: t.x, y: t.y, anchors: t.customdata.map(c => c[0])}; }""")
+    # on the read that found nothing, not on the later read of offset 5 that found its value
+    assert marker == {"x": [(STALE_READ["at_ms"] + 3) / 1000], "y": [STALE_READ["process"]], "anchors": ["poll_skip-0"]}
+    loaded.page.click('a[data-anomaly="poll_skip-0"]')
+    details = loaded.page.text_content("#anomaly-details")
+    assert f"read (ok) by process {STALE_READ['process']}" in details and f"on {STALE_READ['node']}" in details
 
 
 def _raw_get(base: str, path: str) -> int:

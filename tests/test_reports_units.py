@@ -18,10 +18,10 @@ import pytest
 import reports
 from reports.assets import install_assets, plotly_js
 from reports.charts import figure_div, hover_text
-from reports.load import read_json
+from reports.load import StoredRun, read_json
 from reports.render import render_page
 from reports.run_report import failover_note, replay_command
-from reports.load import RunFacts
+from support.stores import stored
 
 CHAOS = str(Path(sys.executable).parent / "chaos")
 EVIL = "</script><!--<script>alert(1)</script>"
@@ -39,7 +39,7 @@ def results(**checkers):
             "rto": {"valid": True, "windows": [window()], "not_recovered": [], "max_unavailable_s": 2.2},
             "perf": {"valid": True, "latency": [], "series": []}}
     base.update(checkers)
-    return {"valid": False if any(c.get("valid") is False for c in base.values()) else True, "checkers": base}
+    return stored({"valid": False if any(c.get("valid") is False for c in base.values()) else True, "checkers": base})
 
 
 def figure(html: str, div_id: str) -> dict:
@@ -51,9 +51,9 @@ def figure(html: str, div_id: str) -> dict:
 def make_run(tmp_path: Path, results_text: str | None, run_json: dict | None = None) -> Path:
     run = tmp_path / "c1" / "runs" / "r1"
     (run / "history").mkdir(parents=True)
-    (tmp_path / "c1" / "campaign.json").write_text(json.dumps({"runs": ["r1"]}))
+    (tmp_path / "c1" / "campaign.json").write_text(json.dumps(stored({"runs": ["r1"]})))
     if run_json is not None:
-        (run / "run.json").write_text(json.dumps(run_json))
+        (run / "run.json").write_text(json.dumps(stored(run_json)))
     if results_text is not None:
         (run / "results.json").write_text(results_text)
     return run
@@ -177,7 +177,7 @@ def test_a_window_that_never_recovered_is_marked_in_chart_and_table(tmp_path):
 
 
 def test_replay_command_quotes_every_value_and_replays_the_spec():
-    facts = RunFacts(Path("r"), run={"spec": {"profile": "controller-3", "faults": ["random-loss:probability=0.3",
+    facts = StoredRun(Path("r"), run={"spec": {"profile": "controller-3", "faults": ["random-loss:probability=0.3",
                                                                                      "x; rm -rf /"],
                                               "time": 20.0, "seed": 7, "ordered": True, "mix": {"read": 2.0},
                                               "targets": [], "nodes": None}})
@@ -249,3 +249,23 @@ def test_a_run_above_the_detail_limit_gets_aggregates_and_range_pages(tmp_path, 
         drawn += [c[0] for t in ops for c in t["customdata"]]
         assert '../timeline.html' in page and "../../assets/report.js" in page
     assert sorted(drawn) == list(range(35))  # every operation on exactly one range page
+
+
+def test_a_big_run_holds_only_the_operations_its_anomalies_name_and_still_places_them(tmp_path, monkeypatch):
+    from reports import run_report
+    from reports.load import load_run
+    monkeypatch.setattr(run_report, "DETAIL_LIMIT", 10)
+    lost = {"category": "lost", "id": "17", "key": "0", "sends": 1, "send_outcome": "ok", "consumed": 0}
+    queue = {"valid": False, "counts": {"lost": 1}, "lost": [lost], "problems": []}
+    run = make_run(tmp_path, json.dumps(results(queue=queue)))
+    write_history_table(run, 35)
+    view = run_report.history_view(load_run(run))
+    assert view.aggregated and view.operations == 35
+    assert view.history.index == [17]  # the lost message's send, not the 35 operations
+    reports.render_run(run)
+    timeline = (run / "report" / "timeline.html").read_text()
+    details = json.loads(re.search(r'<script type="application/json" id="anomaly-data">(.*?)</script>',
+                                   timeline, re.S).group(1))["lost-0"]
+    assert [op["index"] for op in details["ops"]] == [17]
+    assert details["detail_href"] == "timeline/range-1.html#anomaly-lost-0"  # ops 10-19
+    assert ["acked at (s)", 1.705] in details["fields"] and ["node that acked", "n1"] in details["fields"]

@@ -13,6 +13,7 @@ from faults.crash import crash_fs_unavailable
 from sut.profiles import PROFILES, failure_detection_s, get, refused_fault
 from tests.conftest import require
 from sut.rocketmq.config import ADD_OPENS, render
+from sut.rocketmq.deploy import live_sync_state_members
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTS = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
@@ -171,3 +172,24 @@ def test_the_article_campaign_is_the_full_matrix_and_a_dry_run_prints_its_size()
     result = CliRunner().invoke(cli, ["campaign", str(REPO / "campaigns" / "rocketmq-article.yaml"), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "168 runs (8 profiles x 1 workloads x 7 faults x 3 repeats)" in result.output
+
+
+def test_the_short_article_campaign_crosses_both_ends_of_the_switches_with_the_articles_faults():
+    result = CliRunner().invoke(cli, ["campaign", str(REPO / "campaigns" / "rocketmq-article-short.yaml"),
+                                      "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "8 runs (2 profiles x 1 workloads x 4 faults x 1 repeats)" in result.output
+    assert "rmq-controller-3-jraft-tsp-slaveread-queue-random-loss-probability-0.8-r1" in result.output
+
+
+def test_a_sync_state_set_member_whose_broker_registered_again_under_another_id_is_not_its_nodes_broker():
+    # After a crash took its identity file, the broker at .3 is brokerId 4; the
+    # controllers still list its old id 1 in the SyncStateSet.
+    info = {"in_sync": [{"id": 1, "addr": "10.0.0.3:10911", "alive": False},
+                        {"id": 2, "addr": "10.0.0.4:10911", "alive": True}],
+            "not_in_sync": [{"id": 4, "addr": "10.0.0.3:10911", "alive": True},
+                            {"id": 3, "addr": "10.0.0.2:10911", "alive": False}]}
+    assert [r["id"] for r in live_sync_state_members(info)] == [2]
+    # A member that is merely down (nothing else at its address) stays: it may return.
+    info["not_in_sync"] = info["not_in_sync"][1:]
+    assert [r["id"] for r in live_sync_state_members(info)] == [1, 2]

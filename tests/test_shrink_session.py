@@ -16,6 +16,7 @@ from harness.shrink import original as original_run
 from harness.shrink.search import Settings, TryResult
 from harness.shrink.session import shrink
 from support.shrink import loses_messages, mixed_schedule
+from support.stores import stored
 
 LOST = {"valid": False, "checkers": {"queue": {"valid": False, "counts": {"lost": 12, "inconsistent_offsets": 3}}}}
 
@@ -30,11 +31,11 @@ def stored_run(tmp_path: Path, results=LOST, cluster=None, schedule=True, profil
         plan = plan.model_copy(update={"profile": profile})
     record = {"kind": "run", "spec": {"profile": plan.profile, "op_timeout": 2.0, "targets": []},
               "cluster": cluster or {"source": "inventory", "file": str(inventory)}}
-    (run / "run.json").write_text(json.dumps(record))
+    (run / "run.json").write_text(json.dumps(stored(record)))
     if schedule:
         (run / "schedule.yaml").write_text(schedule_file.dump(plan))
     if results is not None:
-        (run / "results.json").write_text(json.dumps(results))
+        (run / "results.json").write_text(json.dumps(stored(results)))
     return run
 
 

@@ -15,7 +15,7 @@ from harness.campaign.model import Gates
 from harness.campaign.runner import CampaignRunner
 from harness.cli import cli
 from reports.campaign import RunRow, acknowledged_not_in_log, run_anomalies
-from support.stores import PROFILES, results
+from support.stores import PROFILES, results, stored
 
 INCONSISTENT = "17 queue offset(s) seen holding two different messages"
 NOT_LINEARIZABLE = "key 1: cannot linearize ok read 2 by process 3 (#41)"
@@ -123,8 +123,8 @@ def recorded(tmp_path: Path, workload: str, doc: dict) -> tuple[Path, Path]:
     for run in runner.plan.runs:
         run_dir = runner.path / "runs" / run.run_id
         run_dir.mkdir(parents=True)
-        (run_dir / "run.json").write_text(json.dumps({"run_id": run.run_id, "status": "complete"}))
-        (run_dir / "results.json").write_text(json.dumps(doc))
+        (run_dir / "run.json").write_text(json.dumps(stored({"run_id": run.run_id, "status": "complete"})))
+        (run_dir / "results.json").write_text(json.dumps(stored(doc)))
         runner.state["done"][run.run_id] = {"status": "complete", "valid": False}
     runner.state["status"] = "interrupted"
     runner.save()

@@ -96,9 +96,10 @@ def fault_problem(profile: str, fault: str) -> str | None:
     """Why a fault entry cannot run on the nodes of a profile (a ring partition on the
     two nodes of master-slave), or None. Such cells are skipped, not run into an error."""
     import faults
+    from faults.validate import validate
     nodes = [f"n{i}" for i in range(1, sut_profiles.get(profile).nodes_needed + 1)]
     try:
-        faults.validate([part.strip() for part in fault.split(COMBINE)], nodes)
+        validate([part.strip() for part in fault.split(COMBINE)], nodes)
     except faults.FaultError as exc:
         return str(exc)
     return refused_fault(profile, [part.strip() for part in fault.split(COMBINE)])
@@ -116,6 +117,7 @@ def run_spec(campaign: Campaign, run: PlannedRun, store: Path, inventory: Path |
         "targets": list(campaign.targets), "timing": campaign.timing, "bugs": list(campaign.bugs), "store": store,
         "inventory": inventory, "spark_master": campaign.spark.master,
         "route_refresh": campaign.client.route_refresh_s if campaign.client.route_refresh == "periodic" else None,
+        "rto_threshold_s": campaign.thresholds.rto_s, "min_availability": campaign.thresholds.min_availability,
     }
     return build_spec(values, check_store=False)
 

@@ -27,12 +27,14 @@ from typing import Any, Iterator
 from harness.campaign.gates import GateResult, evaluate
 from harness.campaign.model import Campaign, CampaignError
 from harness.campaign.plan import Plan, PlannedRun, estimated_seconds, run_spec
-from harness.run import RunLifecycle, deferred_sigint
+from harness.console import deferred_sigint
+from harness.run import RunLifecycle
 from harness.signals import stop_reason, stop_signals
-from harness.store import Store, read_json, write_json
+from harness.store import Store, write_json
 from inventory import Inventory, InventoryError, Pool, docker, load, netns
 from nuclei import net
 from nuclei.remote import NucleusError
+from records import SCHEMA_VERSION, CampaignJson, RunJson, StoreFormatError, read_model
 from reports.campaign import load_campaign_view, render_campaign, render_trend
 from sut import profiles as sut_profiles
 
@@ -75,11 +77,11 @@ def find_resumable(store: Store, name: str) -> Path | None:
         if path.is_symlink() or not meta.is_file():
             continue
         try:
-            data = read_json(meta)
-        except Exception:  # noqa: BLE001 - an unreadable campaign is not resumable
+            data = read_model(CampaignJson, meta)
+        except (OSError, StoreFormatError):  # an unreadable or older campaign is not resumable
             continue
-        if data.get("kind") == "campaign" and data.get("name") == name:
-            return path if data.get("status") != "complete" else None
+        if data.kind == "campaign" and getattr(data, "name", None) == name:
+            return path if data.status != "complete" else None
     return None
 
 
@@ -104,14 +106,14 @@ class CampaignRunner:
             found = find_resumable(self.store, self.campaign.name)
             if found is None:
                 raise CampaignError(f"--resume: no unfinished campaign {self.campaign.name!r} in {self.store.root}")
-            self.state = read_json(found / "campaign.json")
+            self.state = read_model(CampaignJson, found / "campaign.json").as_json()
             if self.state.get("digest") != self.plan.digest():
                 raise CampaignError(f"--resume: {found.name} was planned from a different file or --only "
                                     f"(plan digest {self.state.get('digest')} != {self.plan.digest()})")
             return found
         path = self.path = self.store.campaign_dir(self.store.new_campaign(f"-{self.campaign.name}"))
         self.state = {
-            "kind": "campaign", "campaign_id": path.name, "name": self.campaign.name,
+            "schema_version": SCHEMA_VERSION, "kind": "campaign", "campaign_id": path.name, "name": self.campaign.name,
             "file": str(source), "seed": self.campaign.seed, "digest": self.plan.digest(),
             "status": "planned", "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "plan": [run.as_json() for run in self.plan.runs], "runs": [run.run_id for run in self.plan.runs],
@@ -124,7 +126,7 @@ class CampaignRunner:
         return path
 
     def save(self) -> None:
-        write_json(self.path / "campaign.json", self.state)
+        write_json(self.path / "campaign.json", CampaignJson.model_validate(self.state).as_json())
         self.store.set_latest(self.path.name)
 
     @property
@@ -228,10 +230,6 @@ class CampaignRunner:
         spec = run_spec(self.campaign, run, self.store.root, inventory.source).model_copy(update={"check": False})
         lifecycle = RunLifecycle(spec, self.console, show_progress=False, campaign_id=self.path.name,
                                  run_id=run.run_id)
-        thresholds = self.campaign.thresholds
-        lifecycle.record.thresholds = {k: v for k, v in {"rto_threshold_s": thresholds.rto_s,
-                                                         "min_availability": thresholds.min_availability}.items()
-                                       if v is not None}
         self.current = lifecycle
         self.state["done"][run.run_id] = {"status": "running"}
         self.save()
@@ -284,9 +282,9 @@ class CampaignRunner:
             self.console.print(f"checked {start + len(batch)} of {len(pending)}: {self.tally()}", highlight=False)
 
     def _record_verdict(self, run_dir: Path, valid: Any) -> None:
-        record = read_json(run_dir / "run.json")
-        record["valid"] = valid
-        write_json(run_dir / "run.json", record)
+        record = read_model(RunJson, run_dir / "run.json")
+        record.valid = valid
+        write_json(run_dir / "run.json", record.as_json())
         self.state["done"][run_dir.name]["valid"] = valid
 
     def _add_timing(self, name: str, seconds: float) -> None:
@@ -364,7 +362,7 @@ class CampaignRunner:
         totals: dict[str, float] = {}
         for run in self.plan.runs:
             try:
-                phases = read_json(self.path / "runs" / run.run_id / "run.json")["timings"]["phases"]
+                phases = read_model(RunJson, self.path / "runs" / run.run_id / "run.json").timings["phases"]
             except Exception:  # noqa: BLE001 - a run that never started has no timings
                 continue
             for name, phase in phases.items():

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.cli import UserError
+from records import version_problem_of
 
 VERDICTS = {True: "[green]ok[/]", False: "[red bold]FAIL[/]", "unknown": "[yellow]?[/]"}
 SECTIONS = ("stats", "queue", "order", "linearizable", "rto", "perf")
@@ -116,6 +117,10 @@ def check(store_dirs: tuple[Path, ...], spark_master: str | None, confs: tuple[s
         runs = find_runs(store_dirs)
     except CheckError as exc:
         raise UserError(str(exc)) from None
+    for run in runs:  # a run the checkers cannot read right: refused before Spark starts
+        old = version_problem_of(Path(run) / "run.json")
+        if old is not None:
+            raise UserError(old)
     console = Console()
     for problem in plugin_errors():
         console.print(f"checker plugin not loaded: {problem}", markup=False, highlight=False, soft_wrap=True)

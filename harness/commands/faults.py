@@ -6,12 +6,15 @@ from pathlib import Path
 
 import click
 
-import faults
 import nuclei
+from faults import registry
 from faults.options import describe as describe_option
 from harness.cli import UserError
 from inventory import Inventory, InventoryError, Pool, load
-from nuclei.heal import MOUNT_ACTIONS
+from nuclei.heal import MOUNT_ACTIONS, HealReport
+from nuclei.journal import JournalError
+from nuclei.net import clear
+from nuclei.process import resume_stopped_under
 
 JOURNAL = "journal.jsonl"
 # Keys of run.json that may point at the inventory a run used.
@@ -31,7 +34,7 @@ def faults_command() -> None:
     `random-loss:probability=0.3`. Plugins register through the entry-point
     group `chaos.faults` (see docs/nemeses.md).
     """
-    known = faults.known()
+    known = registry.known()
     width = max(map(len, known))
     for name, registration in known.items():
         origin = "" if registration.origin == "builtin" else f"  [{registration.origin}]"
@@ -39,7 +42,7 @@ def faults_command() -> None:
         shown = "; ".join(f"{key}=<{describe_option(p.annotation)}>" for key, p in options.items())
         shown = f" (options: {shown})" if shown else ""
         click.echo(f"{name:<{width}}  {registration.description}{shown}{origin}")
-    for problem in faults.plugin_errors():
+    for problem in registry.plugin_errors():
         click.echo(f"warning: plugin not loaded: {problem}", err=True)
 
 
@@ -73,7 +76,7 @@ def heal(store_dir: Path | None, inventory_file: Path | None) -> None:
                 journal = nuclei.Journal(journal_path)
                 _stop_sut_on_crash_fs(pool, inventory, run, journal, problems)
                 report = nuclei.heal(pool, journal, unmount=True)
-            except nuclei.JournalError as error:
+            except JournalError as error:
                 raise UserError(str(error)) from None
             _show(report, problems)
         _sweep(pool, inventory, problems)
@@ -95,7 +98,7 @@ def _stop_sut_on_crash_fs(pool: Pool, inventory: Inventory, run: Path, journal: 
     if not record_file.is_file():
         click.echo(f"{run}: no run.json: no SUT known to stop before the unmount")
         return
-    try:
+    try:  # plain JSON, not records.RunJson: healing must work on a run of any version
         record = json.loads(record_file.read_text())
         stop_run_sut(pool, inventory, run, record if isinstance(record, dict) else {})
     except (OSError, ValueError, DeployError, InventoryError) as error:
@@ -105,7 +108,7 @@ def _stop_sut_on_crash_fs(pool: Pool, inventory: Inventory, run: Path, journal: 
     click.echo(f"{run}: stopped its SUT (its data was on the crash file system)")
 
 
-def _show(report: nuclei.HealReport, problems: list[str]) -> None:
+def _show(report: HealReport, problems: list[str]) -> None:
     for line in report.done:
         click.echo(line)
     for line in report.errors:
@@ -117,8 +120,8 @@ def _sweep(pool: Pool, inventory: Inventory, problems: list[str]) -> None:
     """What a journal cannot know about: our chain and stopped processes on every node."""
     def sweep(node_name: str) -> list[str]:
         node = pool.node(node_name)
-        nuclei.clear(pool, node_name, unhook=True)
-        resumed = nuclei.resume_stopped_under(pool, node_name, node.workdir)
+        clear(pool, node_name, unhook=True)
+        resumed = resume_stopped_under(pool, node_name, node.workdir)
         unmounted = nuclei.lazyfs.sweep(pool, node_name, node.workdir)
         return [f"{node_name}: resumed stopped process {line}" for line in resumed] + unmounted
 

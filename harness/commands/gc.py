@@ -16,7 +16,8 @@ from typing import Any
 import click
 
 from harness.cli import UserError
-from harness.store import LATEST, StoreError, read_json
+from harness.store import LATEST
+from records import CampaignJson, StoreFormatError, read_model
 
 # What a pruned campaign keeps: enough for trend.html and index.html.
 KEPT_FILES = ("run.json", "results.json")
@@ -35,10 +36,9 @@ def register(cli: click.Group) -> None:
 
 def _meta(path: Path) -> dict[str, Any] | None:
     try:
-        data = read_json(path / "campaign.json")
-    except StoreError:
+        return read_model(CampaignJson, path / "campaign.json").as_json()
+    except (OSError, StoreFormatError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def failed_a_gate(meta: dict[str, Any]) -> bool:

@@ -8,7 +8,6 @@ file, or on a local cluster brought up for the shrinks and taken down after.
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from typing import Any, Callable
 from harness.shrink import original as original_run
 from harness.shrink.search import Settings
 from harness.shrink.session import ShrinkResult, shrink
+from records import ResultsJson, RunJson, StoreFormatError, read_model
 
 
 def first_failing_runs(campaign_dir: Path) -> list[Path]:
@@ -25,11 +25,11 @@ def first_failing_runs(campaign_dir: Path) -> list[Path]:
     chosen: dict[tuple[str, str, str], Path] = {}
     for run_dir in sorted(p for p in (campaign_dir / "runs").glob("*") if p.is_dir()):
         try:
-            record = json.loads((run_dir / "run.json").read_text())
-            valid = json.loads((run_dir / "results.json").read_text()).get("valid")
-        except (OSError, ValueError):
+            record = read_model(RunJson, run_dir / "run.json")
+            valid = read_model(ResultsJson, run_dir / "results.json").valid
+        except (OSError, StoreFormatError):
             continue
-        cell = (record.get("profile"), record.get("workload"), "+".join(record.get("faults") or []))
+        cell = (record.profile, record.workload, "+".join(record.faults))
         if valid is False and cell not in chosen:
             chosen[cell] = run_dir
     return list(chosen.values())

@@ -15,7 +15,8 @@ from typing import Any
 from harness import schedule as schedule_file
 from harness.shrink import failure
 from harness.spec import known_profiles
-from harness.store import RunDir, StoreError, find_run_dir, read_json
+from harness.store import RunDir, StoreError, find_run_dir
+from records import ResultsJson, RunJson, StoreFormatError, read_model
 
 # Settings of the original run that a candidate keeps (the schedule carries the rest).
 KEPT = ("op_timeout", "drain_timeout", "route_refresh", "targets", "spark_master",
@@ -50,11 +51,13 @@ def load(path: Path, inventory: Path | None = None) -> OriginalRun:
     """The run at `path`, or ShrinkRefused."""
     try:
         run = find_run_dir(path)
-        record = read_json(run.run_json)
-    except StoreError as exc:
+        record = read_model(RunJson, run.run_json)
+    except (StoreError, StoreFormatError) as exc:
         raise ShrinkRefused(str(exc)) from None
+    except FileNotFoundError:
+        record = None
     schedule_path = run.path / schedule_file.FILE_NAME
-    if not isinstance(record, dict) or "spec" not in record or not schedule_path.is_file():
+    if record is None or not record.spec or not schedule_path.is_file():
         raise ShrinkRefused(f"{run.path}: recorded by an older harness (no {schedule_file.FILE_NAME}); "
                             f"replay it with `chaos run` and its seed, then shrink the new run")
     try:
@@ -65,17 +68,17 @@ def load(path: Path, inventory: Path | None = None) -> OriginalRun:
         raise ShrinkRefused(f"{run.path}: profile {schedule.profile!r} no longer exists "
                             f"(known: {', '.join(known_profiles())})")
     classes = _classes(run)
-    return OriginalRun(run, schedule, classes, record["spec"], _nodes(run, record, inventory))
+    return OriginalRun(run, schedule, classes, record.spec, _nodes(run, record, inventory))
 
 
 def _classes(run: RunDir) -> frozenset[str]:
     if not run.results_file.is_file():
         raise ShrinkRefused(f"{run.path}: not checked (no results.json); run `chaos check {run.path}` first")
     try:
-        results = read_json(run.results_file)
-    except StoreError as exc:
+        results = read_model(ResultsJson, run.results_file).as_json()
+    except StoreFormatError as exc:
         raise ShrinkRefused(str(exc)) from None
-    valid = results.get("valid") if isinstance(results, dict) else None
+    valid = results["valid"]
     if valid is True:
         raise ShrinkRefused(f"{run.path}: the run is valid; only a failing (INVALID) run can be shrunk")
     found = failure.classes(results)
@@ -84,14 +87,14 @@ def _classes(run: RunDir) -> frozenset[str]:
     return found
 
 
-def _nodes(run: RunDir, record: dict[str, Any], inventory: Path | None) -> Path:
+def _nodes(run: RunDir, record: RunJson, inventory: Path | None) -> Path:
     """The inventory the candidates run on: the given one, else the run's if it still exists."""
     if inventory is not None:
         if not inventory.is_file():
             raise ShrinkRefused(f"--inventory {inventory}: no such file")
         return inventory
-    cluster = record.get("cluster") or {}
-    source = cluster.get("file") or (record.get("inventory") or {}).get("source")
+    cluster = record.cluster
+    source = cluster.get("file") or (record.inventory or {}).get("source")
     if cluster.get("source") == "provisioned" or not source:
         raise ShrinkRefused(f"{run.path}: its nodes are gone (a cluster brought up for the run and taken "
                             f"down after it); bring nodes up (`chaos up`) and pass --inventory FILE")

@@ -18,6 +18,7 @@ from harness import schedule as schedule_file
 from harness.shrink.original import OriginalRun, ShrinkRefused
 from harness.shrink.search import Attempt, Outcome, Settings, Shrinker, TryResult, size
 from harness.store import Store, write_json
+from records import CampaignJson
 
 RECORD_DIR = "shrink"
 RECORD_FILE = "shrink.json"
@@ -109,7 +110,7 @@ def shrink(original: OriginalRun, settings: Settings, console: Any, anomaly: str
     store = Store(original.store)
     campaign_id = store.new_campaign("-shrink")
     write_json(store.campaign_dir(campaign_id) / "campaign.json",
-               {"campaign_id": campaign_id, "kind": "shrink", "of": str(original.run.path), "runs": []})
+               CampaignJson(campaign_id=campaign_id, kind="shrink", of=str(original.run.path)).as_json())
     recorder = Recorder(original, target, settings, campaign_id)
     if trial is None:
         from harness.shrink.trials import LifecycleTrials

@@ -12,8 +12,8 @@ from sut.raft.config import TEST_TIMING, RaftConfig, RaftConfigError, RaftTiming
 from sut.raft.errors import (AppendTimeout, CasMismatch, NotLeader, PendingFull, ProposalDropped,
                              RaftError)
 from sut.raft.log import Entry, RaftLog
-from sut.raft.node import Applied, RaftNode, Role
+from sut.raft.node import AppliedProposal, RaftNode, Role
 
-__all__ = ["RaftNode", "RaftConfig", "RaftTiming", "TEST_TIMING", "RaftConfigError", "Role", "Applied",
+__all__ = ["RaftNode", "RaftConfig", "RaftTiming", "TEST_TIMING", "RaftConfigError", "Role", "AppliedProposal",
            "Entry", "RaftLog", "RaftError", "NotLeader", "PendingFull", "AppendTimeout",
            "ProposalDropped", "CasMismatch"]

@@ -60,7 +60,7 @@ class Vote(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class Applied:
+class AppliedProposal:
     """A committed and applied proposal: where it went and what the state machine returned."""
 
     index: int
@@ -192,7 +192,7 @@ class RaftNode:
             await client.close()
         self.raft_log.close()
 
-    async def propose(self, data: bytes, timeout: float | None = None) -> Applied:
+    async def propose(self, data: bytes, timeout: float | None = None) -> AppliedProposal:
         """Append `data` as leader and wait until it is applied.
 
         Raises NotLeader / PendingFull (definite: nothing was appended) or
@@ -546,7 +546,7 @@ class RaftNode:
         elif error is not None:
             future.set_exception(RaftError(f"apply failed: {error}"))
         else:
-            future.set_result(Applied(entry.index, entry.term, result))
+            future.set_result(AppliedProposal(entry.index, entry.term, result))
 
     # ---- RPC handlers (peers) --------------------------------------------------------
     async def _dispatch(self, cmd: Command, conn: Connection) -> Command | None:

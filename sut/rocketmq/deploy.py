@@ -131,6 +131,26 @@ class RocketMQDeployer(Placement):
             return f"brokers not routed by the nameserver: {', '.join(missing)}"
         if not any(e.broker_id == 0 for e in entries):
             return "the broker group has no master"
+        return self._sync_state_incomplete()
+
+    def _sync_state_incomplete(self) -> str | None:
+        """Controller mode: why the SyncStateSets do not hold every broker yet. A cluster
+        counts as up only when they do, so that the first fault finds every replica
+        electable, as a long-running cluster has it, rather than the master alone."""
+        controllers = [r.address for r in self.refs if r.role == "controller"]
+        if not controllers:
+            return None
+        leader = next(filter(None, map(self._ask_leader, controllers)), None)
+        if leader is None:
+            return "the controllers have no leader"
+        groups: dict[str, dict[str, Any]] = {
+            self._group_of(r): {"sync_state_set": None} for r in self.refs if r.role == "broker"}
+        self._add_sync_state(leader, groups)
+        for name, group in sorted(groups.items()):
+            members = {r.node for r in self.refs if r.role == "broker" and self._group_of(r) == name}
+            missing = sorted(members - set(group["sync_state_set"] or ()))
+            if missing:
+                return f"{name}: SyncStateSet lacks {', '.join(missing)}"
         return None
 
     def _dead_processes(self) -> list[str]:
@@ -284,7 +304,19 @@ class RocketMQDeployer(Placement):
             if name in groups:
                 groups[name]["epoch"] = info.get("master_epoch")
                 groups[name]["sync_state_set"] = sorted(
-                    n for n in (self._node_of(r.get("addr"), "broker") for r in info.get("in_sync") or []) if n)
+                    n for n in (self._node_of(r.get("addr"), "broker") for r in live_sync_state_members(info)) if n)
+
+
+def live_sync_state_members(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The SyncStateSet members that are still the broker at their address.
+
+    A Controller-mode broker that lost its `brokerIdentity` file (RocketMQ writes it
+    without fsync, so a machine crash may take it) registers again under a new
+    brokerId; the controllers keep its old id in the SyncStateSet, where it can
+    never come back. Such an id is not counted as its node's broker."""
+    replicas = [*(info.get("in_sync") or []), *(info.get("not_in_sync") or [])]
+    alive_at = {r.get("addr"): r.get("id") for r in replicas if r.get("alive")}
+    return [r for r in info.get("in_sync") or [] if alive_at.get(r.get("addr"), r.get("id")) == r.get("id")]
 
 
 def _java_major(version_text: str) -> int | None:

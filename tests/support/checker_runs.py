@@ -6,18 +6,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+from records import RunJson
+
 MS = 1_000_000
 ROOT = Path(__file__).resolve().parents[2]
 
 
 class RunBuilder:
-    """Writes a run directory: history/<worker>.jsonl, nemesis.jsonl, run.json."""
+    """Writes a run directory: history/<worker>.jsonl, nemesis.jsonl, run.json (whose
+    `checks` are `spec`)."""
 
     def __init__(self, store: Path, name: str, spec: dict[str, Any] | None = None) -> None:
         self.dir = store / "runs" / name
         (self.dir / "history").mkdir(parents=True)
         if spec is not None:
-            (self.dir / "run.json").write_text(json.dumps(spec))
+            (self.dir / "run.json").write_text(json.dumps(RunJson(run_id=name, checks=spec).as_json()))
 
     def line(self, worker: str, text: str) -> None:
         with open(self.dir / "history" / f"{worker}.jsonl", "a") as out:
@@ -89,7 +92,7 @@ def queue_duplicates(store: Path, name: str, delivery: str) -> None:
 
 
 def queue_order(store: Path, name: str, ordered: bool) -> None:
-    run = RunBuilder(store, name, {"workload": "queue", "spec": {"ordered": ordered}})
+    run = RunBuilder(store, name, {"workload": "queue", "ordered": ordered})
     send(run, 1, "m1", 0, 10)
     send(run, 1, "m2", 20, 30)
     send(run, 1, "m3", 40, 50)
@@ -102,7 +105,7 @@ def queue_order(store: Path, name: str, ordered: bool) -> None:
 
 def rto_faults(store: Path) -> None:
     """Overlapping windows A [1000,3000) and B [1500,4000), and C [5000, never stopped)."""
-    run = RunBuilder(store, "rto-faults", {"workload": "queue", "thresholds": {"rto_threshold_s": 0.7}})
+    run = RunBuilder(store, "rto-faults", {"workload": "queue", "rto_threshold_s": 0.7})
     ids = iter(range(1000))
     for t in range(0, 1200, 100):
         send(run, 1, next(ids), t, t + 10)
@@ -320,8 +323,8 @@ def stalled_master(store: Path) -> None:
     """controller-3 at fast timing (detection 1.5 s, window needed 3.5 s): a 4 s window in which
     one client blocks on the stalled master for 2 s, then n2 takes over; and a 1 s window."""
     run = RunBuilder(store, "stalled-master", {
-        "workload": "queue", "profile": "controller-3", "timing": "fast", "rate": 100,
-        "plan": {"operations": 100, "by_f": {"send": 50, "poll": 50}}})
+        "workload": "queue", "profile": "controller-3", "timing": "fast", "write_rate": 50.0,
+        "detection_s": 1.5, "failover_window_s": 3.5})
     for i, t in enumerate(range(0, 1000, 100)):
         served(run, 1, f"a{i}", t, "n1")
     run.op(2, "send", 1000, 3000, "info", key=0, value={"id": "stuck"}, error="timeout")

@@ -16,7 +16,10 @@ from typing import Any
 
 import faults
 import nuclei
+from faults.targets import normalize_roles
 from inventory import Inventory, Pool
+from nuclei.net import CHAIN
+from nuclei.process import Proc, inspect
 
 PORT = 7100
 # A TCP server that accepts and closes: enough to prove a node reachable.
@@ -38,17 +41,17 @@ PROBE = ("import json, socket, sys, threading\n"
          "print(json.dumps(sorted(ok)))\n")
 
 
-def server_proc(node: Any, role: str = "broker") -> nuclei.Proc:
+def server_proc(node: Any, role: str = "broker") -> Proc:
     argv = ("python3", "-c", SERVER, node.host, str(PORT), node.workdir)
-    return nuclei.Proc(node=node.name, name="server", role=role, pidfile=f"{node.workdir}/server.pid",
+    return Proc(node=node.name, name="server", role=role, pidfile=f"{node.workdir}/server.pid",
                        argv=argv, logfile=f"{node.workdir}/server.log")
 
 
-def start_proc(pool: Pool, proc: nuclei.Proc) -> int:
+def start_proc(pool: Pool, proc: Proc) -> int:
     return pool.start_detached(proc.node, list(proc.argv), proc.pidfile, proc.logfile)
 
 
-def start_servers(inventory: Inventory, pool: Pool) -> dict[str, nuclei.Proc]:
+def start_servers(inventory: Inventory, pool: Pool) -> dict[str, Proc]:
     """One server per node; waits until every node accepts connections."""
     procs = {node.name: server_proc(node) for node in inventory.nodes}
     for proc in procs.values():
@@ -58,7 +61,7 @@ def start_servers(inventory: Inventory, pool: Pool) -> dict[str, nuclei.Proc]:
     return procs
 
 
-def stop_servers(pool: Pool, procs: dict[str, nuclei.Proc]) -> None:
+def stop_servers(pool: Pool, procs: dict[str, Proc]) -> None:
     for proc in procs.values():
         pool.run(proc.node, f"kill -9 $(cat {shlex.quote(proc.pidfile)}) 2>/dev/null; rm -f "
                             f"{shlex.quote(proc.pidfile)}", check=False)
@@ -84,9 +87,9 @@ def views_measured(inventory: Inventory, pool: Pool) -> dict[str, frozenset[str]
     return {a: frozenset([a] + [b for b in reach[a] if a in reach[b]]) for a in reach}
 
 
-def proc_state(pool: Pool, proc: nuclei.Proc) -> str | None:
+def proc_state(pool: Pool, proc: Proc) -> str | None:
     """The /proc state letter of the process the pidfile names, or None if it is not running."""
-    states = [s for s in nuclei.inspect(pool, proc) if s.state != "Z"]
+    states = [s for s in inspect(pool, proc) if s.state != "Z"]
     return states[0].state if states else None
 
 
@@ -98,7 +101,7 @@ def wait_until(condition: Callable[[], bool], message: str, timeout: float = 30.
         time.sleep(0.1)
 
 
-def make_context(inventory: Inventory, pool: Pool, run_dir: Path, procs: dict[str, nuclei.Proc],
+def make_context(inventory: Inventory, pool: Pool, run_dir: Path, procs: dict[str, Proc],
                  leader: str | None = None, roles: Sequence[str] | None = None,
                  seed: int = 1) -> faults.FaultContext:
     """A FaultContext wired as the run lifecycle will wire it, with the test servers as processes."""
@@ -113,7 +116,7 @@ def make_context(inventory: Inventory, pool: Pool, run_dir: Path, procs: dict[st
         journal=nuclei.Journal(run_dir / "journal.jsonl"),
         processes=lambda node: [procs[node]] if node in procs else [],
         start_process=lambda proc: start_proc(pool, proc),
-        leader=lambda role: leader, target_roles=faults.normalize_roles(roles), emit=emit)
+        leader=lambda role: leader, target_roles=normalize_roles(roles), emit=emit)
 
 
 def read_events(run_dir: Path) -> list[dict[str, Any]]:
@@ -123,4 +126,4 @@ def read_events(run_dir: Path) -> list[dict[str, Any]]:
 
 def chain_is_gone(pool: Pool, node: str) -> bool:
     rules = pool.run(node, "iptables -w -S", timeout=30).stdout
-    return nuclei.CHAIN not in rules
+    return CHAIN not in rules

@@ -56,3 +56,18 @@ def install_example(work: Path, page: Path, heading: str, group: str) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     "--disable-pip-version-check", "--target", str(site), str(wheel)], check=True, timeout=300)
     return site
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+CHAOS = str(Path(sys.executable).parent / "chaos")
+
+
+def example_site(page: str, heading: str, group: str):
+    """A module-scoped fixture: the example under `heading` of docs/`page`, installed once
+    per test module; its value is the directory to put on sys.path or PYTHONPATH."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def site(tmp_path_factory) -> Path:
+        return install_example(tmp_path_factory.mktemp("plugin"), DOCS / page, heading, group)
+    return site
