@@ -104,6 +104,30 @@ def test_the_article_switches_reach_the_configs():
     assert dledger["enableDLegerCommitLog"] == "true" and dledger["dLegerSelfId"] == "n2"
 
 
+def _flag_mb(argv: tuple[str, ...], flag: str) -> int:
+    (value,) = [a[len(flag):] for a in argv if a.startswith(flag)]
+    assert value.endswith("m")
+    return int(value[:-1])
+
+
+@pytest.mark.parametrize("name", ["rmq-controller-3-tsp", "rmq-controller-3-jraft-tsp-slaveread", "rmq-dledger-3-tsp"])
+def test_a_transient_store_pool_fits_the_brokers_direct_memory_and_keeps_a_buffer_free(name):
+    # With every buffer borrowed RocketMQ refuses every send as "system busy": the file
+    # being written and the one allocated ahead hold one each, and at a roll the old
+    # file keeps its buffer until it is committed while a third is allocated ahead.
+    plain = rendered(name.replace("-tsp", ""))["broker-a-0"]
+    for proc in rendered(name).values():
+        if proc.role != "broker":
+            continue
+        props = proc.properties
+        assert props["transientStorePoolEnable"] == "true"
+        pool_mb = int(props["transientStorePoolSize"]) * int(props["mappedFileSizeCommitLog"]) // 2 ** 20
+        assert int(props["transientStorePoolSize"]) >= 4
+        direct = _flag_mb(proc.argv, "-XX:MaxDirectMemorySize=")
+        assert direct >= pool_mb + _flag_mb(plain.argv, "-XX:MaxDirectMemorySize=")
+    assert plain.properties["transientStorePoolEnable"] == "false"
+
+
 def test_timing_fast_shortens_failure_detection_where_rocketmq_lets_it():
     assert failure_detection_s("rmq-controller-3", "fast") < failure_detection_s("rmq-controller-3", "default")
     assert rendered("rmq-controller-3", "default")["broker-a-0"].properties["controllerHeartBeatTimeoutMills"] == "10000"

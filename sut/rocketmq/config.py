@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sut.profiles import Profile, ProfileError
-from sut.rocketmq.profiles import CONTROLLER_MAPPED_FILE_MB, HEAP_MB, MAPPED_FILE_MB, PORTS, rmq_timing
+from sut.rocketmq.profiles import (CONTROLLER_MAPPED_FILE_MB, DIRECT_MEMORY_MB, HEAP_MB, MAPPED_FILE_MB, PORTS,
+                                   TRANSIENT_STORE_POOL_SIZE, rmq_timing)
 
 MAIN_CLASS = {"namesrv": "org.apache.rocketmq.namesrv.NamesrvStartup",
               "controller": "org.apache.rocketmq.controller.ControllerStartup",
@@ -33,7 +34,7 @@ ADD_OPENS = ("--add-opens=java.base/java.lang=ALL-UNNAMED", "--add-opens=java.ba
 # Small, quick JVMs: seven of them share two cores. SerialGC and C1 only cost
 # little throughput here and save start time and memory.
 JVM_FLAGS = ("-server", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-OmitStackTraceInFastThrow",
-             "-Xss512k", "-XX:MaxDirectMemorySize=128m", "-Djava.net.preferIPv4Stack=true")
+             "-Xss512k", "-Djava.net.preferIPv4Stack=true")
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,21 @@ def render(profile: Profile, hosts: list[str], workdirs: list[str], release: str
             props |= _broker(spec.config, t, data_dir, host[spec.name], ports[spec.name], peers)
         home = release_dir(workdir, release)
         config_path = posixpath.join(workdir, "conf", f"{spec.name}.properties")
-        argv = (java, f"-Xms{HEAP_MB[spec.role]}m", f"-Xmx{HEAP_MB[spec.role]}m", *JVM_FLAGS, *ADD_OPENS,
+        argv = (java, f"-Xms{HEAP_MB[spec.role]}m", f"-Xmx{HEAP_MB[spec.role]}m", *JVM_FLAGS,
+                f"-XX:MaxDirectMemorySize={direct_memory_mb(spec.role, spec.config)}m", *ADD_OPENS,
                 f"-Duser.home={data_dir}", f"-Drocketmq.home.dir={home}",
                 f"-Drmq.logback.configurationFile={home}/conf/rmq.{spec.role}.logback.xml",
                 "-cp", f"{home}/lib/*", MAIN_CLASS[spec.role], "-c", config_path)
         out.append(RmqProcess(spec.name, spec.role, spec.node, host[spec.name], ports[spec.name],
                               {k: _text(v) for k, v in props.items()}, data_dir, config_path, argv))
     return out
+
+
+def direct_memory_mb(role: str, config: dict[str, Any]) -> int:
+    """Netty's share plus, on a broker with transientStorePoolEnable, the pool's
+    buffers (allocated off-heap at start: without room for them the broker dies)."""
+    pool = TRANSIENT_STORE_POOL_SIZE * MAPPED_FILE_MB if role == "broker" and config["transient_store_pool"] else 0
+    return DIRECT_MEMORY_MB + pool
 
 
 def _text(value: Any) -> str:
@@ -162,7 +171,8 @@ def _broker(config: dict[str, Any], t: dict[str, int], data_dir: str, host: str,
         "haSendHeartbeatInterval": t["ha_heartbeat_interval_ms"],
         "haHousekeepingInterval": t["ha_housekeeping_ms"],
         "slaveReadEnable": config["slave_read"],
-        "transientStorePoolEnable": config["transient_store_pool"], "transientStorePoolSize": 2,
+        "transientStorePoolEnable": config["transient_store_pool"],
+        "transientStorePoolSize": TRANSIENT_STORE_POOL_SIZE,
         "sendMessageThreadPoolNums": 2, "pullMessageThreadPoolNums": 4,
         "diskMaxUsedSpaceRatio": 95,
     }

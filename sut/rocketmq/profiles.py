@@ -93,6 +93,13 @@ PORTS = {"namesrv": {"port": 9876},
 HEAP_MB = {"namesrv": 128, "controller": 160, "broker": 320}
 MAPPED_FILE_MB = 16          # commitlog / DLedger entry files (RocketMQ: 1 GiB)
 CONTROLLER_MAPPED_FILE_MB = 8
+# Direct memory of every JVM (netty's buffers); a broker with transientStorePoolEnable
+# adds its pool: TRANSIENT_STORE_POOL_SIZE off-heap buffers of one commitlog file each.
+DIRECT_MEMORY_MB = 128
+# RocketMQ's default. The pool must keep a free buffer while one is held by the file
+# being written and one by the file allocated ahead of it: with none free the broker
+# refuses every send (SendMessageProcessor: isTransientStorePoolDeficient), so 2 never serves.
+TRANSIENT_STORE_POOL_SIZE = 5
 
 
 @dataclass(frozen=True)
