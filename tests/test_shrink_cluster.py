@@ -28,6 +28,7 @@ from harness.shrink.search import Settings
 from harness.shrink.session import shrink
 from harness.spec import build_spec
 from sut.profiles import failure_detection_s
+from support.stores import stored as store_file
 
 SHORT = os.environ.get("CHAOS_LONG") == "short"
 TIMING = "fast" if SHORT else "default"
@@ -70,10 +71,11 @@ def test_ctrl_c_during_a_shrink_heals_the_nodes_and_keeps_the_best_schedule(inve
     (run / "history").mkdir(parents=True)
     stored = MIXED.replace(windows=[w.model_dump() for w in MIXED.windows[:2]], shape={"time": 30 * SCALE})
     schedule_file.save(run / "schedule.yaml", stored)
-    (run / "run.json").write_text(json.dumps({"kind": "run", "spec": {"profile": stored.profile},
-                                              "cluster": {"source": "inventory", "file": str(inventory.source)}}))
-    (run / "results.json").write_text(json.dumps({"valid": False, "checkers": {"queue": {
-        "valid": False, "counts": {"lost": 3}}}}))
+    (run / "run.json").write_text(json.dumps(store_file({
+        "kind": "run", "spec": {"profile": stored.profile},
+        "cluster": {"source": "inventory", "file": str(inventory.source)}})))
+    (run / "results.json").write_text(json.dumps(store_file({"valid": False, "checkers": {"queue": {
+        "valid": False, "counts": {"lost": 3}}}})))
     proc = subprocess.Popen([CHAOS, "shrink", str(run), "--tries", "1"], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
