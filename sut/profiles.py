@@ -270,16 +270,19 @@ DLEDGER_HA: dict[str, Any] = {
 }
 
 
-def _dledger(name: str, size: int) -> Profile:
+def _dledger(name: str, size: int, namesrv_node: int = 0) -> Profile:
     """One broker group of `size` brokers whose commitlog is a Raft log (sut/dledger.py);
-    the Raft endpoint of each broker is its ha_port."""
+    the Raft endpoint of each broker is its ha_port. A nameserver beside the first
+    leader would be cut off with it by every partition that isolates that leader,
+    leaving the majority's new leader unroutable, so where the default cluster has
+    a spare node the nameserver gets it (docs/sut.md, "Where the nameserver runs")."""
     brokers = tuple(
         ProcessSpec(f"broker-a-{i}", "broker", i, {
             **BROKER_BASE, "broker_name": "broker-a", "broker_id": i + 1, "ha_mode": "dledger",
             "ha": {**DLEDGER_HA, "peers": Peers("broker", "ha_port", group="broker-a")}})
         for i in range(size))
     return Profile(name, f"DLedger mode: {size} brokers, the commitlog replicated by Raft, "
-                         f"fsynced majority ack, automatic failover", (ProcessSpec("namesrv", "namesrv", 0, NAMESRV),
+                         f"fsynced majority ack, automatic failover", (ProcessSpec("namesrv", "namesrv", namesrv_node, NAMESRV),
                                                                *brokers), mode="dledger")
 
 
@@ -344,7 +347,7 @@ PROFILES: dict[str, Profile] = {
     "controller-unclean": _controller(
         "controller-unclean", 3, "Controller mode with unclean election and master-only ack: "
         "expected to lose acknowledged messages under faults", unclean=True),
-    "dledger-3": _dledger("dledger-3", 3),
+    "dledger-3": _dledger("dledger-3", 3, namesrv_node=3),
     "dledger-5": _dledger("dledger-5", 5),
     "master-slave-sync": _master_slave(
         "master-slave-sync", "SYNC_MASTER",

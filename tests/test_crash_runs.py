@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.long, pytest.mark.cluster, pytest.mark.root, pytest.ma
 @pytest.fixture(scope="module")
 def cluster(make_cluster):
     require(crash_fs_unavailable() is None, f"needs FUSE: {crash_fs_unavailable()}")
-    inventory, pool = make_cluster(3)
+    inventory, pool = make_cluster(4)
     yield inventory, pool
     for node in inventory.nodes:  # every run unmounted what it mounted
         assert not lazyfs.mounted(pool, node.name, node.workdir, f"{node.workdir}/data")

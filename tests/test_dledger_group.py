@@ -115,7 +115,8 @@ def test_kv_store_is_served_on_the_broker_ports(cluster):
 def test_dledger_profiles_give_every_broker_the_whole_raft_membership(name, size, tmp_path):
     from sut.broker import create
     from sut.profiles import get, render
-    procs = render(get(name), [f"10.0.0.{i}" for i in range(size)], [str(tmp_path / f"w{i}") for i in range(size)])
+    nodes = get(name).nodes_needed  # dledger-3's nameserver has a node of its own
+    procs = render(get(name), [f"10.0.0.{i}" for i in range(nodes)], [str(tmp_path / f"w{i}") for i in range(nodes)])
     brokers = [p for p in procs if p.role == "broker"]
     assert len(brokers) == size
     peers = brokers[0].config["ha"]["peers"]

@@ -122,8 +122,9 @@ def test_bad_thresholds_node_counts_and_fault_options_fail_before_anything_exist
     ("nodes:\n  - {name: n1, host: 10.0.0.1, workdir: '/tmp/$(id)'}\n", "nodes[0].workdir"),
     ("nodes:\n  - {name: n1, host: 10.0.0.1, user: 'root;id'}\n", "nodes[0].user"),
     ("nodes: [}\n", "invalid YAML"),
-    ("nodes:\n  - {name: n1, host: 10.0.0.1}\n  - {name: n2, host: 10.0.0.2}\n  - {name: n3, host: 10.0.0.3}\n",
-     "fixed target(s) n9 not in the cluster (nodes: n1, n2, n3)"),
+    ("nodes:\n  - {name: n1, host: 10.0.0.1}\n  - {name: n2, host: 10.0.0.2}\n  - {name: n3, host: 10.0.0.3}\n"
+     "  - {name: n4, host: 10.0.0.4}\n",
+     "fixed target(s) n9 not in the cluster (nodes: n1, n2, n3, n4)"),
 ])
 def test_the_inventory_and_fixed_targets_are_checked_before_a_run_directory_exists(tmp_path, body, message):
     store = tmp_path / "store"

@@ -40,8 +40,8 @@ def home(tmp_path: Path):
 
 
 def start_run(home: Path, store: Path, *where: str) -> subprocess.Popen:
-    """`chaos run` with partitions every 2 s, on `where` (default: a 3-node cluster of its own)."""
-    cmd = [CHAOS, "run", "--profile", "dledger-3", *(where or ("--nodes", "3")), "--fault", "random-partition",
+    """`chaos run` with partitions every 2 s, on `where` (default: a 4-node cluster of its own)."""
+    cmd = [CHAOS, "run", "--profile", "dledger-3", *(where or ("--nodes", "4")), "--fault", "random-partition",
            "--time", "120", "--interval", "2", "--timing", "fast", "--store", str(store), "--no-check",
            "--quiet"]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
@@ -180,7 +180,7 @@ def test_after_a_sigkill_the_next_chaos_run_or_up_removes_the_stale_cluster_firs
 
 def test_after_a_sigkill_on_a_lasting_cluster_the_next_run_heals_its_journal_and_stops_its_sut(
         tmp_path, home, make_cluster):
-    inventory, pool = make_cluster(3)
+    inventory, pool = make_cluster(4)
     store = tmp_path / "store"
     with run_in_a_fault(home, store, "--inventory", str(inventory.source)) as (proc, run_dir, _):
         proc.send_signal(signal.SIGKILL)

@@ -51,11 +51,11 @@ def journal(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines() if line.strip()]
 
 
-def test_a_queue_run_with_a_kill_and_a_partition_on_three_containers_gets_a_verdict_and_leaves_nothing(tmp_path):
+def test_a_queue_run_with_a_kill_and_a_partition_on_four_containers_gets_a_verdict_and_leaves_nothing(tmp_path):
     client = engine_or_skip()
     home, store = tmp_path / "home", tmp_path / "store"
     namespaces = container_namespaces()
-    result = chaos("run", "--provider", "docker", "--nodes", "3", "--profile", "dledger-3", "--workload", "queue",
+    result = chaos("run", "--provider", "docker", "--nodes", "4", "--profile", "dledger-3", "--workload", "queue",
                    "--fault", "random-kill", "--fault", "random-partition", "--time", str(DURATION),
                    "--interval", str(INTERVAL), "--recovery", str(RECOVERY), "--seed", "1515",
                    "--store", str(store), "--quiet", home=home, timeout=900)
@@ -82,7 +82,7 @@ def test_a_queue_run_with_a_kill_and_a_partition_on_three_containers_gets_a_verd
 def test_a_harness_killed_mid_run_is_healed_by_chaos_heal_and_removed_by_chaos_down(tmp_path):
     client = engine_or_skip()
     home, store = tmp_path / "home", tmp_path / "store"
-    proc = subprocess.Popen([CHAOS, "run", "--provider", "docker", "--nodes", "3", "--profile", "dledger-3",
+    proc = subprocess.Popen([CHAOS, "run", "--provider", "docker", "--nodes", "4", "--profile", "dledger-3",
                              "--fault", "random-partition", "--time", "120", "--interval", "2", "--no-check",
                              "--store", str(store), "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -25,7 +25,7 @@ def run_cli(*args: str):
     (["--concurrency", "1"], "workload queue needs --concurrency of at least 2"),
     (["--workload", "register", "--profile", "master-slave-sync"],
      "workload register needs a profile with a Raft key-value store"),
-    (["--nodes", "2", "--profile", "dledger-3"], "--nodes 2: profile dledger-3 needs 3 nodes"),
+    (["--nodes", "3", "--profile", "dledger-3"], "--nodes 3: profile dledger-3 needs 4 nodes"),
     (["--workload", "register", "--profile", "dledger-3", "--mix", "read=1,fly=2"], "unknown operation(s) fly"),
     (["--mix", "send"], "--mix send: expected op=weight pairs"),
     (["--workload", "log", "--ordered"], "--ordered applies to the queue workload, not log"),

@@ -54,7 +54,7 @@ EXPECTED = {bug: LOSS for bug in RUNS} | {
 def checked(make_cluster, tmp_path_factory) -> dict[str, dict[str, Any]]:
     """bug -> results.json of its run."""
     require(crash_fs_unavailable() is None, f"the flush bug needs a crash: {crash_fs_unavailable()}")
-    inventory, _ = make_cluster(3)
+    inventory, _ = make_cluster(4)
     store = tmp_path_factory.mktemp("store")
     paths = {}
     for bug, values in RUNS.items():
