@@ -1,8 +1,9 @@
-"""Library bugs caught on a real cluster: one seeded short run per bug whose catch
-does not hang on an election race (DLedger's Raft commit rule, Controller mode's ack,
-SyncStateSet, truncation and read paths, the flush path), sharing one 3-node cluster
-and one Spark check. The two election-order Raft bugs are caught only in some
-schedules; their catch rates are bench entries (bench/catch_rate.py, docs/teeth.md).
+"""Library bugs caught on a real cluster: one seeded short run per bug (DLedger's Raft
+commit rule and election restriction, Controller mode's ack, SyncStateSet, truncation
+and read paths, the flush path), sharing one 4-node cluster and one Spark check.
+`raft-commit-prior-term` needs five members and the figure-8 nemesis and is caught
+only in some schedules; its catch rate is a bench entry (bench/catch_rate.py,
+docs/teeth.md).
 
 Short runs in every form (`timing: fast` for the failovers): the bugs need one fault
 window that outlasts failure detection, not a long run.
@@ -30,6 +31,9 @@ CONTROLLER_PARTITION = {"profile": "controller-3", "faults": ["leader-partition"
 RUNS = {
     "raft-commit-without-quorum": {"profile": "dledger-3", "faults": ["leader-partition"], "targets": ["brokers"],
                                    "time": 12, "interval": 3, "duration": 4, "recovery": 4},
+    # The smoke campaign's cell: two windows, each a heal the stale leader can win.
+    "raft-vote-ignores-log": {"profile": "dledger-3", "faults": ["leader-partition"], "targets": ["brokers"],
+                              "time": 20, "interval": 4, "duration": 6, "recovery": 6},
     "ack-without-sync-state-set": CONTROLLER_PARTITION,
     "read-beyond-confirm-offset": CONTROLLER_PARTITION,
     "sync-state-set-shrink-before-commit": CONTROLLER_PARTITION,
