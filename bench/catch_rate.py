@@ -48,6 +48,7 @@ def main() -> int:
     parser.add_argument("--recovery", type=float, help="seconds after the last fault [run default]")
     parser.add_argument("--target", default="brokers", help="roles faults may hit ('' for every role)")
     parser.add_argument("--bug", action="append", default=[], help="library bug to switch on, repeatable")
+    parser.add_argument("--workload", default="queue", help="queue, log or register")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -57,7 +58,7 @@ def main() -> int:
     runs = []
     try:
         for seed in [int(s) for s in args.seeds.split(",")]:
-            spec = build_spec({"profile": args.profile, "workload": "queue", "faults": args.fault.split("+"),
+            spec = build_spec({"profile": args.profile, "workload": args.workload, "faults": args.fault.split("+"),
                                "targets": [args.target] if args.target else None, "timing": args.timing,
                                "time": args.time, "interval": args.interval, "duration": args.fault_duration,
                                "recovery": args.recovery, "rate": args.rate, "concurrency": args.concurrency,
@@ -75,16 +76,19 @@ def main() -> int:
     print(f"checked {len(runs)} runs in {time.monotonic() - began:.0f}s")
     caught = 0
     print("| seed | verdict | acknowledged | lost | lost after consume | inconsistent offsets | failovers "
-          "| crash: unsynced bytes dropped (tries) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| crash: unsynced bytes dropped (tries) | invalid by |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for (seed, path), result in zip(runs, results):
-        counts = result["checkers"]["queue"].get("counts", {})
+        counts = (result["checkers"].get("queue") or {}).get("counts", {})
+        invalid = [name for name, section in result["checkers"].items()
+                   if isinstance(section, dict) and section.get("valid") is False]
         caught += result["valid"] is False
         print(f"| {seed} | {json.dumps(result['valid'])} | {counts.get('acknowledged')} | {counts.get('lost')} "
               f"| {counts.get('lost_after_consume')} | {counts.get('inconsistent_offsets')} "
-              f"| {result['checkers']['rto'].get('failovers')} | {crash_losses(path)} |")
+              f"| {result['checkers']['rto'].get('failovers')} | {crash_losses(path)} "
+              f"| {', '.join(invalid) or '–'} |")
     bugs = f", bugs {'+'.join(args.bug)}" if args.bug else ""
-    print(f"caught {caught} of {len(runs)} ({args.profile}{bugs}, {args.fault} --target {args.target or 'all'}, "
+    print(f"caught {caught} of {len(runs)} ({args.profile}, {args.workload}{bugs}, {args.fault} --target {args.target or 'all'}, "
           f"timing {args.timing}, {args.time:g}s, rate {args.rate:g}, concurrency {args.concurrency}); "
           f"reference: load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
     return 0

@@ -23,7 +23,7 @@ script run, one after the other. For every fault:
 A suspended master is what a partition of the master looks like to the rest
 of the cluster (no heartbeats, no acks, connections kept). `--partitions N`
 (root) measures real partitions too: the profile is deployed with sut.deploy
-onto a 3-node network-namespace cluster, the master's node is cut off from
+onto a network-namespace cluster of the nodes its profiles need, the master's node is cut off from
 the other nodes with iptables (nuclei.drop; the client on the host still
 reaches every node), and the time to the first SEND_OK is measured the same
 way before the partition is healed. The single nameserver's node is not
@@ -49,6 +49,7 @@ import nuclei  # noqa: E402
 from inventory import Pool, netns  # noqa: E402
 from nuclei.net import remove  # noqa: E402
 from sut import admin  # noqa: E402
+from sut import profiles as sut_profiles  # noqa: E402
 from sut.deploy import Deployer  # noqa: E402
 from sut.client import Producer  # noqa: E402
 from sut.local import LocalCluster  # noqa: E402
@@ -209,7 +210,7 @@ async def one_partition(group: NetnsGroup, producer: Producer, hosts: dict[str, 
 def bench_partitions(profiles: list[str], timing: str, count: int, base: str,
                      results: dict[str, dict[str, list[float]]]) -> None:
     name = f"bfo{os.getpid()}"
-    inventory = netns.up(name, 3, persistent=False)
+    inventory = netns.up(name, max(sut_profiles.get(p).nodes_needed for p in profiles), persistent=False)
     pool = Pool(inventory)
     hosts = {n.name: n.host for n in inventory.nodes}
     try:

@@ -184,7 +184,10 @@ def stop_campaign(path: Path, store: Path, signum: int, ready, before) -> tuple[
     proc = subprocess.Popen([CHAOS, "campaign", str(path), "--store", str(store), "--quiet"], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(ready, 600, "the moment to stop the campaign")
+        wait_for(lambda: ready() or proc.poll() is not None, 600, "the moment to stop the campaign")
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the campaign ended (exit {proc.returncode}) before the moment to stop it:\n{out}{err}")
         before(proc)
         proc.send_signal(signum)
     except BaseException:
@@ -230,7 +233,7 @@ def test_a_campaign_stopped_by_sigterm_heals_and_resumes_to_the_same_pages(clust
 
 def test_sighup_mid_run_heals_and_takes_down_the_cluster_the_campaign_brought_up(tmp_path):
     from inventory import netns
-    path = campaign_file(tmp_path, 3, name="hangup", profiles=["dledger-3"], faults=["leader-partition"])
+    path = campaign_file(tmp_path, 4, name="hangup", profiles=["dledger-3"], faults=["leader-partition"])
     store = tmp_path / "store"
     run = "dledger-3-queue-leader-partition-r1"
     ours = []

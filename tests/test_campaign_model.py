@@ -92,10 +92,10 @@ def test_a_bad_field_is_named_with_its_line_and_what_is_allowed(tmp_path, change
 
 
 def test_a_local_cluster_can_be_containers_but_an_inventory_file_has_no_provider(tmp_path):
-    campaign = load_campaign(write(tmp_path, GOOD + "inventory: {nodes: 3, provider: docker}\n"))
-    assert campaign.inventory.provider == "docker" and campaign.inventory.nodes == 3
+    campaign = load_campaign(write(tmp_path, GOOD + "inventory: {nodes: 4, provider: docker}\n"))
+    assert campaign.inventory.provider == "docker" and campaign.inventory.nodes == 4
     with pytest.raises(CampaignError, match=r"inventory.provider \(line 10\): Input should be 'netns' or 'docker'"):
-        load_campaign(write(tmp_path, GOOD + "inventory: {nodes: 3, provider: vagrant}\n"))
+        load_campaign(write(tmp_path, GOOD + "inventory: {nodes: 4, provider: vagrant}\n"))
     (tmp_path / "hosts.yaml").write_text("nodes: []\n")
     with pytest.raises(CampaignError, match="provider applies to a local cluster"):
         load_campaign(write(tmp_path, GOOD + "inventory: {file: hosts.yaml, provider: docker}\n"))
@@ -130,3 +130,8 @@ def test_cells_a_profile_cannot_host_are_skipped_with_the_reason(tmp_path):
         "the cluster has 2",
         "master-slave-sync x register: workload register needs a profile with a Raft key-value store "
         "(dledger-3, dledger-5), not 'master-slave-sync'"]
+
+
+def test_a_local_cluster_too_small_for_a_profile_is_refused_with_both_numbers(tmp_path):
+    with pytest.raises(CampaignError, match="inventory.nodes is 3 but profile dledger-3 needs 4 nodes"):
+        load_campaign(write(tmp_path, GOOD + "inventory: {nodes: 3}\n"))

@@ -181,6 +181,15 @@ class Campaign(Strict):
         return value
 
     @model_validator(mode="after")
+    def _profiles_fit(self) -> "Campaign":
+        nodes = self.inventory.nodes
+        for name in self.profiles if nodes is not None else ():
+            needed = profiles.get(name).nodes_needed
+            if needed > nodes:
+                raise ValueError(f"inventory.nodes is {nodes} but profile {name} needs {needed} nodes")
+        return self
+
+    @model_validator(mode="after")
     def _bounded(self) -> "Campaign":
         d = self.durations
         too_big = run_size_problem(self.rate, d.run + d.recovery, d.between + d.fault)
