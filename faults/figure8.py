@@ -25,11 +25,15 @@ A correct Raft (a new leader commits an entry of its own term first) stays
 consistent: in step 2 L's no-op commits X, and in step 3 the members then
 refuse M. A step whose election does not come within `step_timeout` seconds
 ends the sequence where it is (the partition stays until the window ends).
-When the leader is on the nameserver's node, step 1 first isolates that node
-alone until another member is elected, heals for `lease` seconds (the new
-leader registers), and starts over from that leader. Needs at least five
-members (with three, the nameserver's node is always one of the two sides);
-the nameserver's node is found from the SUT's processes.
+When the leader is on the nameserver's node, step 0 first pauses (SIGSTOP)
+the brokers there until another member is elected, resumes them, waits
+`lease` seconds (the new leader registers) and starts over from that leader.
+A pause, not a partition: a node cut off alone moves its term up with every
+vote round and, at the heal, would force an election it may win, putting
+the leader back on the nameserver's node; a paused node keeps its old term
+and follows the new leader. Needs at least five members (with three, the
+nameserver's node is always one of the two sides); the nameserver's node is
+found from the SUT's processes.
 """
 from __future__ import annotations
 
@@ -80,7 +84,11 @@ class Figure8Partition:
             handle.details["note"] = "no leader found"
             return handle
         handle.targets = [leader]
-        self._switch(ctx, handle, self._step1(members, namesrv, leader), "1: leader and nameserver cut off")
+        if leader == namesrv:
+            handle.actions = apply_all(ctx, f"{self.name} step 0", {namesrv: self._pause_brokers(ctx, namesrv)})
+            handle.details["steps"].append("0: the leader on the nameserver's node paused")
+        else:
+            self._switch(ctx, handle, self._step1(members, namesrv, leader), "1: leader and nameserver cut off")
         self._worker = threading.Thread(target=self._play, args=(ctx, handle, members, namesrv, leader),
                                         name=self.name, daemon=True)
         self._worker.start()
@@ -95,14 +103,14 @@ class Figure8Partition:
         nodes = list(dict.fromkeys([*members, namesrv]))
         try:
             if old == namesrv:
-                # Step 1 isolated the nameserver's node alone: start over from the leader the
-                # others elect, once it had the whole cluster for a lease (it registers with
+                # Step 0 paused the brokers of the nameserver's node: start over from the leader
+                # the others elect, once it had the whole cluster for a lease (it registers with
                 # the nameserver, so clients reach it when step 1 cuts it off with S).
                 moved = self._await_leader(ctx, [n for n in members if n != namesrv])
                 if moved is None:
                     return
                 old = moved
-                self._switch(ctx, handle, {}, f"0: {old} elected, all links back")
+                self._switch(ctx, handle, {}, f"0: {old} elected, the paused brokers resumed")
                 if self._stopped.wait(self.lease):
                     return
                 self._switch(ctx, handle, self._step1(members, namesrv, old), f"1: {old} and nameserver cut off")
@@ -123,6 +131,14 @@ class Figure8Partition:
             self._switch(ctx, handle, shapes.isolate(old, nodes), f"4: {old} cut off")
         except Exception as error:  # noqa: BLE001 - the window's stop (or the final heal) undoes it
             log.warning("%s: sequence ended: %s", self.name, error)
+
+    @staticmethod
+    def _pause_brokers(ctx: FaultContext, node: str):
+        def run(record: Record) -> None:
+            for proc in ctx.target_processes(node, "broker"):
+                for entry in nuclei.pause(ctx.pool, ctx.journal, proc):
+                    record(entry, proc)
+        return run
 
     def _await_leader(self, ctx: FaultContext, among: Sequence[str]) -> str | None:
         """The leader once it is one of `among`; None when the step timed out or the fault stopped."""
