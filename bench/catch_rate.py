@@ -3,8 +3,9 @@ Prints the catch rate.
 
 Runs `controller-unclean` (master-only ack, unclean election) under
 `leader-partition --target brokers` with the run defaults (fault windows of
-failure detection plus a margin) for several seeds on a throwaway 5-node
-namespace cluster (root), checks all runs with one Spark session, and prints
+failure detection plus a margin) for several seeds on a throwaway namespace
+cluster of 5 nodes, or of as many as the profile needs (root), checks all
+runs with one Spark session, and prints
 per seed the verdict, lost acknowledged messages, lost after consume,
 inconsistent offsets, failovers and, for crash faults, the unsynced bytes the
 crash dropped, then how many seeds caught it. `--bug NAME` switches a library
@@ -32,6 +33,7 @@ from checkers.pipeline import check_runs
 from harness.run import RunLifecycle
 from harness.spec import build_spec
 from inventory import netns
+from sut import profiles as sut_profiles
 
 
 def main() -> int:
@@ -53,7 +55,7 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     name = f"catch-{os.getpid()}"
-    inventory = netns.up(name, 5, persistent=False)
+    inventory = netns.up(name, max(5, sut_profiles.get(args.profile).nodes_needed), persistent=False)
     store = Path(tempfile.mkdtemp(prefix="catch-rate-"))
     runs = []
     try:
