@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import nuclei
 from faults import grudge as shapes
@@ -133,7 +133,8 @@ class Figure8Partition:
             log.warning("%s: sequence ended: %s", self.name, error)
 
     @staticmethod
-    def _pause_brokers(ctx: FaultContext, node: str):
+    def _pause_brokers(ctx: FaultContext, node: str) -> Callable[[Record], None]:
+        """An apply_all job that SIGSTOPs the brokers of `node` (its nameserver runs on)."""
         def run(record: Record) -> None:
             for proc in ctx.target_processes(node, "broker"):
                 for entry in nuclei.pause(ctx.pool, ctx.journal, proc):
