@@ -14,10 +14,10 @@ drives them, each step waiting until the election it needs has happened:
    seconds: the SUT's election timeout, 0.6 s at `timing: fast`); L joins the
    remaining members, a majority whose logs are all behind L's (only L can
    gather their votes), is elected and replicates X to them;
-3. L joins S alone: L registers and consumers read X; M joins the remaining
-   members, who hold X but not L's newer entries: M's newest entry (Y) is of a
-   newer term than X, so only M can gather their votes; it is elected and
-   overwrites X with Y;
+3. L joins S alone: L registers and consumers read X until its leadership
+   lapses (`lease` seconds again); M joins the remaining members, who hold X
+   but not L's newer entries: M's newest entry (Y) is of a newer term than X,
+   so only M can gather their votes; it is elected and overwrites X with Y;
 4. L alone is cut off until the window ends, so M's side takes client writes
    of M's term before L can come back and win with its log.
 
@@ -121,12 +121,11 @@ class Figure8Partition:
             rest = [n for n in others if n != new]
             self._switch(ctx, handle, shapes.from_components([[new, namesrv], [old, *rest]]),
                          f"2: {new} with the nameserver, {old} with {', '.join(rest)}")
-            lease_end = time.monotonic() + self.lease
-            if self._await_leader(ctx, [old]) is None or self._stopped.wait(max(0.0, lease_end - time.monotonic())):
+            if not self._leader_and_lease(ctx, old):
                 return
             self._switch(ctx, handle, shapes.from_components([[old, namesrv], [new, *rest]]),
                          f"3: {old} with the nameserver, {new} with {', '.join(rest)}")
-            if self._await_leader(ctx, [new]) is None:
+            if not self._leader_and_lease(ctx, new):
                 return
             self._switch(ctx, handle, shapes.isolate(old, nodes), f"4: {old} cut off")
         except Exception as error:  # noqa: BLE001 - the window's stop (or the final heal) undoes it
@@ -140,6 +139,13 @@ class Figure8Partition:
                 for entry in nuclei.pause(ctx.pool, ctx.journal, proc):
                     record(entry, proc)
         return run
+
+    def _leader_and_lease(self, ctx: FaultContext, node: str) -> bool:
+        """Wait until `node` leads and the leader cut off by the step just taken has had
+        `lease` seconds to lapse; False when the step timed out or the fault stopped."""
+        lease_end = time.monotonic() + self.lease
+        return (self._await_leader(ctx, [node]) is not None
+                and not self._stopped.wait(max(0.0, lease_end - time.monotonic())))
 
     def _await_leader(self, ctx: FaultContext, among: Sequence[str]) -> str | None:
         """The leader once it is one of `among`; None when the step timed out or the fault stopped."""

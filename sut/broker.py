@@ -54,6 +54,8 @@ class BrokerConfig:
     default_queue_count: int = 4            # [defaultTopicQueueNums]
     register_interval_ms: int = 30000       # [registerNameServerPeriod]
     heartbeat_interval_ms: int = 1000       # [brokerHeartbeatInterval] (lightweight)
+    heartbeat_timeout_ms: int = 1000        # [sendHeartbeatTimeoutMillis]
+    namesrv_connect_timeout_ms: int = 3000  # [connectTimeoutMillis] (the remoting client's)
     offset_flush_interval_ms: int = 5000    # [flushConsumerOffsetInterval]
     metadata_sync_interval_ms: int = 10000  # SlaveSynchronize period: slaves copy topics/offsets
     slave_acting_master: bool = False       # [enableSlaveActingMaster] (RIP-32)
@@ -77,7 +79,8 @@ class BrokerConfig:
             return "default_queue_count must be 1..1024"
         if self.store.max_message_bytes + 1024 > self.max_frame_bytes:
             return "max_frame_bytes must exceed store.max_message_bytes"
-        if min(self.register_interval_ms, self.heartbeat_interval_ms,
+        if min(self.register_interval_ms, self.heartbeat_interval_ms, self.heartbeat_timeout_ms,
+               self.namesrv_connect_timeout_ms,
                self.offset_flush_interval_ms, self.metadata_sync_interval_ms,
                self.max_pull_count, self.max_pull_bytes) <= 0:
             return "intervals and pull limits must be positive"
@@ -107,7 +110,12 @@ class Broker(Service):
         self.ha: HAStrategy = ha_class(self, ha_settings)
         self.server = RpcServer(config.host, config.port, self.handle, self.log,
                                 max_frame=config.max_frame_bytes)
-        self._namesrv = [RpcClient(*split_address(a, "namesrv_addrs"), on_push=self._on_namesrv_push)
+        # A timed-out call closes its connection (clientCloseSocketIfTimeout), so a broker
+        # whose link to a nameserver heals reaches it within one heartbeat, not after TCP's
+        # retransmission backoff; a new leader cut off from it then registers soon after.
+        self._namesrv = [RpcClient(*split_address(a, "namesrv_addrs"), on_push=self._on_namesrv_push,
+                                   connect_timeout=config.namesrv_connect_timeout_ms / 1000,
+                                   close_on_timeout=True)
                          for a in config.namesrv_addrs]
         self.registered: set[str] = set()
         self.metadata_version = MetadataVersion()
@@ -446,7 +454,8 @@ class Broker(Service):
         fields = {"broker_name": self.config.broker_name, "broker_id": self.ha.broker_id,
                   "addr": self.address}
         try:
-            reply = await client.call(RequestCode.BROKER_HEARTBEAT, fields, timeout=3.0)
+            reply = await client.call(RequestCode.BROKER_HEARTBEAT, fields,
+                                      timeout=self.config.heartbeat_timeout_ms / 1000)
         except RpcError as exc:
             self._lost_namesrv(client, str(exc))
             return

@@ -98,6 +98,8 @@ TIMINGS: dict[str, dict[str, int]] = {
         "broker_timeout_ms": 10000,              # brokerNotActiveTimeoutMillis
         "broker_heartbeat_interval_ms": 1000,    # brokerHeartbeatInterval
         "broker_register_interval_ms": 30000,    # registerNameServerPeriod
+        "broker_heartbeat_timeout_ms": 1000,     # sendHeartbeatTimeoutMillis
+        "namesrv_connect_timeout_ms": 3000,      # connectTimeoutMillis (broker -> nameserver)
         # store
         "flush_interval_ms": 500,                # flushIntervalCommitLog
         "sync_flush_timeout_ms": 5000,           # syncFlushTimeout
@@ -203,6 +205,8 @@ BROKER_BASE: dict[str, Any] = {
     "topics": DEFAULT_TOPICS,
     "register_interval_ms": Timing("broker_register_interval_ms"),
     "heartbeat_interval_ms": Timing("broker_heartbeat_interval_ms"),
+    "heartbeat_timeout_ms": Timing("broker_heartbeat_timeout_ms"),
+    "namesrv_connect_timeout_ms": Timing("namesrv_connect_timeout_ms"),
     "offset_flush_interval_ms": Timing("offset_flush_interval_ms"),
     "metadata_sync_interval_ms": Timing("metadata_sync_interval_ms"),
     "store": {"flush_disk_type": "ASYNC_FLUSH",

@@ -179,3 +179,33 @@ def test_a_client_that_only_listens_for_pushes_hears_at_once_when_its_connection
 
     reason, more = asyncio.run(scenario())
     assert "127.0.0.1" in reason and more == 0   # once per connection, not again on close()
+
+
+@pytest.mark.parametrize("close_on_timeout", [False, True])
+def test_a_timed_out_call_closes_its_connection_only_when_asked(close_on_timeout):
+    async def first_call_hangs(cmd, conn):
+        if cmd.fields.get("hang"):
+            await asyncio.sleep(10)
+        return cmd.reply(ResponseCode.SUCCESS, {"peer": conn.peer})
+
+    async def scenario():
+        server = await _server(first_call_hangs)
+        client = RpcClient("127.0.0.1", server.port, close_on_timeout=close_on_timeout)
+        before = (await client.call(1)).fields["peer"]
+        in_flight = asyncio.create_task(client.call(1, {"hang": True}, timeout=5))
+        await asyncio.sleep(0.05)
+        with pytest.raises(RpcTimeout):
+            await client.call(1, {"hang": True}, timeout=0.2)
+        connected = client.connected
+        after = (await client.call(1)).fields["peer"]
+        in_flight.cancel()
+        outcome = await asyncio.gather(in_flight, return_exceptions=True)
+        await client.close()
+        await server.close()
+        return before, connected, after, outcome[0]
+
+    before, connected, after, in_flight = asyncio.run(scenario())
+    assert connected is not close_on_timeout
+    assert (after != before) is close_on_timeout   # a fresh connection (new local port) only when asked
+    # Closing the connection fails the other calls pending on it, as Netty's closeChannel does.
+    assert isinstance(in_flight, RpcConnectionError if close_on_timeout else asyncio.CancelledError)

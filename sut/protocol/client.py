@@ -105,14 +105,19 @@ class RpcClient:
     Frames that are not responses go to `on_push` (server-initiated requests);
     `on_lost(reason)` hears when a connection ends, so a client that only
     listens for pushes learns at once that none will come.
+    `close_on_timeout` (RocketMQ's clientCloseSocketIfTimeout) closes the
+    connection when a call times out, so the next call opens a fresh one
+    instead of queueing behind segments that TCP retransmits with backoff.
     """
 
     def __init__(self, host: str, port: int, connect_timeout: float = 3.0,
                  max_frame: int = MAX_FRAME_BYTES,
                  on_push: Callable[[Command], None] | None = None,
-                 on_lost: Callable[[str], None] | None = None) -> None:
+                 on_lost: Callable[[str], None] | None = None,
+                 close_on_timeout: bool = False) -> None:
         self.host, self.port = host, port
         self.connect_timeout = connect_timeout
+        self.close_on_timeout = close_on_timeout
         self.max_frame = max_frame
         self.on_push = on_push
         self.on_lost = on_lost
@@ -164,6 +169,8 @@ class RpcClient:
                 await conn.drain()
             return await future
         except _Expired:
+            if self.close_on_timeout:
+                self._drop(conn, f"{self.address}: closed after a call timed out")
             raise RpcTimeout(f"no response from {self.address} within {timeout:.1f}s") from None
         except (ConnectionError, OSError) as exc:
             raise RpcConnectionError(f"{self.address}: {exc}") from None
@@ -178,13 +185,18 @@ class RpcClient:
         await conn.drain()
 
     async def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
+        conn = self._conn
+        if conn is not None:
+            self._drop(conn, f"{self.address}: client closed")
+
+    def _drop(self, conn: _ClientProtocol, reason: str) -> None:
+        """Close `conn`, failing its pending calls; the next call reconnects."""
+        if self._conn is conn:
+            self._conn = None
         if conn.transport is not None:
             conn.batch.flush()
             conn.transport.close()
-        conn._fail(f"{self.address}: client closed")
+        conn._fail(reason)
 
 
 class _Expired(Exception):
