@@ -1,13 +1,21 @@
-"""figure-8-partition: its first step's shape and its options (pure, no cluster)."""
+"""figure-8-partition: its steps' shapes, order and pacing, and its options (unit level, no cluster)."""
 from __future__ import annotations
+
+import random
+import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
 import faults
+import faults.apply
+from faults.context import FaultContext
 from faults.registry import create
 from faults.validate import validate
 from faults import grudge as shapes
 from faults.figure8 import Figure8Partition
+from nuclei import Journal, JournalEntry
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 
@@ -30,14 +38,6 @@ class _FakeCluster:
     what they were asked to do; the leader is whatever `leader()` says (unit level)."""
 
     def __init__(self, monkeypatch, tmp_path, leader) -> None:
-        import random
-        import threading
-        from types import SimpleNamespace
-
-        import faults.apply
-        from faults.context import FaultContext
-        from nuclei import Journal, JournalEntry
-
         self.events: list[tuple[str, str, tuple[str, ...]]] = []
         self.paused = threading.Event()
         lock = threading.Lock()
@@ -73,7 +73,6 @@ class _FakeCluster:
 
     def play_until(self, fault: Figure8Partition, step: str):
         """Start the fault, wait (at most 5 s) until `step` is recorded, stop it."""
-        import threading
         handle = fault.start(self.ctx)
         waited = threading.Event()
         for _ in range(500):
@@ -103,7 +102,6 @@ def test_the_old_leader_keeps_the_nameserver_for_a_lease_before_it_is_cut_off(mo
     """Step 3 leaves the old leader L with the nameserver until its leadership lapses, so
     consumers can read its tail, even when the others elect M at once; only then (step 4)
     is L cut off. Here each election happens the moment its step starts."""
-    import time
     switches: list[tuple[str, float]] = []
     switch = Figure8Partition._switch
 
