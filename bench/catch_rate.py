@@ -5,10 +5,10 @@ Runs `controller-unclean` (master-only ack, unclean election) under
 `leader-partition --target brokers` with the run defaults (fault windows of
 failure detection plus a margin) for several seeds on a throwaway namespace
 cluster of 5 nodes, or of as many as the profile needs (root), checks all
-runs with one Spark session, and prints
-per seed the verdict, lost acknowledged messages, lost after consume,
-inconsistent offsets, failovers and, for crash faults, the unsynced bytes the
-crash dropped, then how many seeds caught it. `--bug NAME` switches a library
+runs with one Spark session, and prints per seed the verdict, lost
+acknowledged messages, lost after consume, inconsistent offsets, failovers
+and, for crash faults, the unsynced bytes the crash dropped, then how many
+seeds caught it. `--bug NAME` switches a library
 bug on (sut/bugs.py, docs/teeth.md); the load average before and after is the
 same-box reference (a loaded box stretches the runs, not the verdicts).
 

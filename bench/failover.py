@@ -24,9 +24,9 @@ A suspended master is what a partition of the master looks like to the rest
 of the cluster (no heartbeats, no acks, connections kept). `--partitions N`
 (root) measures real partitions too: the profile is deployed with sut.deploy
 onto a network-namespace cluster of as many nodes as the profiles need, the
-master's node is cut off from the other nodes with iptables (nuclei.drop; the client on the host still
-reaches every node), and the time to the first SEND_OK is measured the same
-way before the partition is healed. The single nameserver's node is not
+master's node is cut off from the other nodes with iptables (nuclei.drop;
+the client on the host still reaches every node), and the time to the first
+SEND_OK is measured the same way before the partition is healed. The single nameserver's node is not
 partitioned: clients would have no route to a new master until the heal
 (when the master sits there, it is first moved by a kill).
 
