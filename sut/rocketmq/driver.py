@@ -183,6 +183,12 @@ class Driver:
         return await asyncio.wrap_future(self.submit(op, **args))
 
     def _read(self) -> None:
+        """Answer futures from the driver's lines until its output ends. A line that is not
+        JSON is a library's chatter and is skipped; a JSON line that is not an answer of the
+        protocol's shape means the two sides no longer agree, so the driver is ended and
+        marked dead: every request in flight fails with DriverDied (indeterminate) and
+        `SharedDriver.acquire` starts a new one. Nothing a line holds may end this thread
+        without marking the driver dead, or every pending and later request would hang."""
         assert self._proc is not None and self._proc.stdout is not None
         reason = "the driver's output ended"
         try:
@@ -191,23 +197,33 @@ class Driver:
                     answer = json.loads(raw)
                 except ValueError:
                     continue  # not an answer (a library printed something): ignore
+                problem = _answer_problem(answer)
+                if problem is not None:
+                    reason = f"the driver broke the protocol: {problem}: {_excerpt(raw)}"
+                    self._proc.kill()
+                    break
                 if answer.get("ready"):
                     self._ready.set()
                     continue
                 with self._lock:
-                    future = self._pending.pop(answer.get("id"), None)
+                    future = self._pending.pop(answer["id"], None)
                 if future is None or future.done():
                     continue
                 if answer.get("ok"):
                     future.set_result(answer.get("result"))
                 else:
                     future.set_exception(DriverError(answer.get("error") or {}))
-        except (OSError, ValueError) as exc:
-            reason = f"reading the driver failed: {exc}"
-        code = self._proc.poll()
-        self._dead = reason + (f" (exit code {code})" if code is not None else "")
-        self._ready.set()
-        self._fail_pending(self._dead)
+        except Exception as exc:  # noqa: BLE001 - any failure here must mark the driver dead
+            reason = f"reading the driver failed: {type(exc).__name__}: {exc}"
+            try:
+                self._proc.kill()
+            except OSError:
+                pass
+        finally:
+            code = self._proc.poll()
+            self._dead = reason + (f" (exit code {code})" if code is not None else "")
+            self._ready.set()
+            self._fail_pending(self._dead)
 
     def _fail_pending(self, reason: str) -> None:
         with self._lock:
@@ -215,6 +231,41 @@ class Driver:
         for future in pending.values():
             if not future.done():
                 future.set_exception(DriverDied(reason))
+
+
+def _answer_problem(answer: Any) -> str | None:
+    """What makes a parsed line not an answer of the driver's protocol, or None: a ready
+    line `{"ready": true}`, or `{"id": int, "ok": bool, "result": ...}` /
+    `{"id": int, "ok": false, "error": {"class": str, "message": ..., "code": int|null,
+    "cause": str|null}}` (chaos/rmq/Driver.java)."""
+    if not isinstance(answer, dict):
+        return f"a JSON {type(answer).__name__}, not an object"
+    if answer.get("ready") is True and "id" not in answer:
+        return None
+    request_id = answer.get("id")
+    if type(request_id) is not int:
+        return f"an id that is {type(request_id).__name__}, not an integer"
+    if not isinstance(answer.get("ok", False), bool):
+        return "an 'ok' that is not true or false"
+    if answer.get("ok"):
+        return None
+    error = answer.get("error")
+    if error is None:
+        return None
+    if not isinstance(error, dict):
+        return f"an error that is a {type(error).__name__}, not an object"
+    for key in ("class", "cause"):
+        if not isinstance(error.get(key, ""), (str, type(None))):
+            return f"an error whose {key!r} is not a string"
+    code = error.get("code")
+    if code is not None and type(code) is not int:
+        return "an error whose 'code' is not an integer"
+    return None
+
+
+def _excerpt(raw: bytes, limit: int = 120) -> str:
+    text = raw.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 _LIVE: "weakref.WeakSet[Driver]" = weakref.WeakSet()
