@@ -84,6 +84,7 @@ class Schedule(BaseModel):
     seed: int
     timing: str = "default"
     bugs: tuple[str, ...] = Field((), description="bugs of the bug library switched on (`chaos run --bug`)")
+    rocketmq_version: str | None = Field(None, description="real RocketMQ's release (rmq-* profiles)")
     shape: Shape
     windows: tuple[FaultWindow, ...] = ()
 
@@ -128,7 +129,7 @@ def from_spec(spec: "RunSpec") -> Schedule:
                                                  seed=begin.seed))
         windows = tuple(sorted(windows_found, key=lambda w: (w.start, w.end)))
     return Schedule(profile=spec.profile, workload=spec.workload, seed=spec.seed, timing=spec.timing,
-                    bugs=tuple(spec.bugs),
+                    bugs=tuple(spec.bugs), rocketmq_version=spec.rocketmq_version,
                     shape=Shape(time=spec.time, recovery=spec.recovery, rate=spec.rate,
                                 concurrency=spec.concurrency, queues=spec.queues, keys=spec.keys,
                                 ordered=spec.ordered, mix=dict(spec.mix)),
@@ -140,7 +141,8 @@ def spec_values(schedule: Schedule) -> dict[str, Any]:
     labels = list(dict.fromkeys(window.fault for window in schedule.windows)) or ["noop"]
     return {"profile": schedule.profile, "workload": schedule.workload, "seed": schedule.seed,
             "timing": schedule.timing, **schedule.shape.model_dump(), "faults": labels,
-            "windows": schedule.windows, **({"bugs": schedule.bugs} if schedule.bugs else {})}
+            "windows": schedule.windows, **({"bugs": schedule.bugs} if schedule.bugs else {}),
+            **({"rocketmq_version": schedule.rocketmq_version} if schedule.rocketmq_version else {})}
 
 
 def events(windows: tuple[FaultWindow, ...], run_seed: int) -> list[ScheduledEvent]:
@@ -165,6 +167,8 @@ def dump(schedule: Schedule) -> str:
     data = schedule.model_dump(mode="json")
     if not data["bugs"]:
         data.pop("bugs")
+    if data["rocketmq_version"] is None:
+        data.pop("rocketmq_version")
     data["windows"] = [{k: v for k, v in window.items() if v not in ((), [], None)}
                        for window in data["windows"]]
     if not data["shape"]["mix"]:

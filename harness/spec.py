@@ -30,6 +30,7 @@ OPTION_NAMES = {
     "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
     "op_timeout": "--op-timeout", "timing": "--timing", "duration": "--fault-duration",
     "provider": "--provider", "windows": "--schedule", "bugs": "--bug",
+    "rocketmq_version": "--rocketmq-version",
     "rto_threshold_s": "--rto-threshold", "min_availability": "--min-availability",
 }
 NO_FAULT = "noop"
@@ -121,7 +122,8 @@ def planned_nodes(spec: "RunSpec") -> list[str]:
         inventory = Inventory(name="planned", kind="netns", nodes=[
             Node(name=f"n{i}", host=f"192.0.2.{i}") for i in range(1, (spec.nodes or netns.DEFAULT_NODES) + 1)])
     try:
-        return [node.name for node in make_deployer(None, inventory, spec.profile, ".", timing=spec.timing).used_nodes]
+        return [node.name for node in make_deployer(None, inventory, spec.profile, ".", timing=spec.timing,
+                                                 rocketmq_version=spec.rocketmq_version).used_nodes]
     except DeployError as exc:
         raise ValueError(str(exc)) from None
 
@@ -130,7 +132,7 @@ def check_can_run_here(spec: "RunSpec") -> None:
     """A run that brings up its own local cluster needs what `chaos up` needs (root, the
     tools, a usable CHAOS_HOME): checked before anything exists. SpecError otherwise."""
     from inventory import InventoryError, netns
-    check_release(spec.profile)
+    check_release(spec.profile, spec.rocketmq_version)
     if spec.inventory is not None or running_default_cluster(spec) is not None:
         return
     try:
@@ -139,16 +141,28 @@ def check_can_run_here(spec: "RunSpec") -> None:
         raise SpecError(f"cannot bring up a local cluster: {exc} (or pass --inventory FILE)") from None
 
 
-def check_release(profile: str) -> None:
-    """A real-RocketMQ profile needs the pinned release (JDK, Maven, registry): one line
-    saying what is missing, before any node is touched."""
+def check_release(profile: str, version: str | None = None) -> None:
+    """A real-RocketMQ profile needs its release (JDK, Maven, registry; fetched on first
+    use): one line saying what is missing, before any node is touched."""
     if profiles.get(profile).system != "rocketmq":
         return
     from sut.rocketmq.release import ReleaseError, ensure
     try:
-        ensure()
+        ensure(version)
     except ReleaseError as exc:
         raise SpecError(f"profile {profile}: {exc}") from None
+
+
+def rocketmq_release_problem(profile: str, version: str | None) -> str | None:
+    """Why --rocketmq-version does not fit this profile (a model profile, or a profile the
+    release cannot run), or None."""
+    if version is None:
+        return None
+    chosen = profiles.get(profile)
+    if chosen.system != "rocketmq":
+        return f"--rocketmq-version {version}: {profile} is a model profile; the release applies to rmq-* profiles"
+    from sut.rocketmq.release import profile_refusal
+    return profile_refusal(chosen, version)
 
 
 def check_faults_fit_the_nodes(spec: "RunSpec") -> None:
@@ -242,6 +256,8 @@ class RunSpec(BaseModel):
     # SUT
     timing: str = Field("default", description="SUT timing scale: default (RocketMQ's) or fast (a tenth)")
     bugs: tuple[str, ...] = Field((), description="library bugs switched on in the SUT (sut/bugs.py)")
+    rocketmq_version: str | None = Field(None, description="real RocketMQ's release (rmq-* profiles; "
+                                         "resolved to the pinned one when not given)")
     # checking
     check: bool = True
     spark_master: str | None = None
@@ -270,6 +286,30 @@ class RunSpec(BaseModel):
             if data.get(name) is None:
                 data[name] = window
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rocketmq_release(cls, data: Any) -> Any:
+        """A run on real RocketMQ records the release it ran: the pinned one unless given."""
+        if not isinstance(data, dict) or data.get("rocketmq_version") is not None:
+            return data
+        try:
+            real = profiles.get(data.get("profile") or cls.model_fields["profile"].default).system == "rocketmq"
+        except profiles.ProfileError:
+            return data
+        if not real:
+            return data
+        from sut.rocketmq.release import pinned
+        return {**data, "rocketmq_version": pinned()}
+
+    @field_validator("rocketmq_version")
+    @classmethod
+    def _release_is_served(cls, value: str | None) -> str | None:
+        from sut.rocketmq.release import ReleaseError, check_version
+        try:
+            return None if value is None else check_version(str(value))
+        except ReleaseError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("profile")
     @classmethod
@@ -339,6 +379,9 @@ class RunSpec(BaseModel):
         if self.bugs and profiles.get(self.profile).system != "model":
             raise ValueError(f"--bug: the bug library lives in the model SUT; {self.profile} runs real "
                              f"RocketMQ, which has none")
+        release_problem = rocketmq_release_problem(self.profile, self.rocketmq_version)
+        if release_problem:
+            raise ValueError(release_problem)
         if self.ordered and self.workload != "queue":
             raise ValueError(f"--ordered applies to the queue workload, not {self.workload}")
         needed = nodes_needed(self.profile)
@@ -404,7 +447,8 @@ class RunSpec(BaseModel):
 
     def summary(self) -> str:
         bugs = f", bugs {'+'.join(self.bugs)}" if self.bugs else ""
-        return (f"{self.profile} / {self.workload} / {self.fault_label}, {self.time:g}s, "
+        release = f" (RocketMQ {self.rocketmq_version})" if self.rocketmq_version else ""
+        return (f"{self.profile}{release} / {self.workload} / {self.fault_label}, {self.time:g}s, "
                 f"rate {self.rate:g}/s, concurrency {self.concurrency}, seed {self.seed}{bugs}")
 
 

@@ -249,16 +249,18 @@ class Deployer(Placement):
 
 
 def make_deployer(pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
-                  timing: str = "default", bugs: tuple[str, ...] = ()) -> Any:
+                  timing: str = "default", bugs: tuple[str, ...] = (), rocketmq_version: str | None = None) -> Any:
     """The deployer of the profile's system: the model's (Deployer) or real RocketMQ's
-    (which has no bug library: RunSpec refuses `--bug` on its profiles)."""
+    (which has no bug library: RunSpec refuses `--bug` on its profiles; rocketmq_version
+    picks its release, None the pinned one)."""
     try:
         system = get(profile_name).system
     except ProfileError as exc:
         raise DeployError(str(exc)) from None
     if system == "rocketmq":
         from sut.rocketmq.deploy import RocketMQDeployer
-        return RocketMQDeployer(pool, inventory, profile_name, run_dir, timing=timing)
+        return RocketMQDeployer(pool, inventory, profile_name, run_dir, timing=timing,
+                                version=rocketmq_version)
     return Deployer(pool, inventory, profile_name, run_dir, timing=timing, bugs=bugs)
 
 

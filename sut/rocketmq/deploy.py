@@ -20,7 +20,8 @@ from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
 from sut.deploy import DeployError, Placement, ProcessRef
 from sut.rocketmq import admin
 from sut.rocketmq.config import RmqProcess, properties_text, release_dir, render
-from sut.rocketmq.release import ReleaseError, ensure, local_dir, release_id
+from sut.rocketmq.release import (ReleaseError, check_version, ensure, local_dir, pinned, profile_refusal,
+                                  release_id)
 
 START_ORDER = {"namesrv": 0, "controller": 1, "broker": 2}
 ADMIN_TIMEOUT_S = 5.0
@@ -28,12 +29,19 @@ ADMIN_TIMEOUT_S = 5.0
 
 class RocketMQDeployer(Placement):
     def __init__(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
-                 timing: str = "default", java: str = "java") -> None:
-        home = local_dir()
+                 timing: str = "default", java: str = "java", version: str | None = None) -> None:
+        try:
+            self.version = check_version(version or pinned())
+        except ReleaseError as exc:
+            raise DeployError(str(exc)) from None
+        home = local_dir(self.version)
         self.release = release_id(home) if (home / ".stamp").is_file() else home.name
         rendered = self._place(pool, inventory, profile_name, run_dir,
                                lambda profile, hosts, workdirs: render(profile, hosts, workdirs, self.release,
                                                                        timing, java))
+        refused = profile_refusal(self.profile, self.version)
+        if refused:
+            raise DeployError(refused)
         self.timing = timing
         self.rendered = sorted(rendered, key=lambda p: (START_ORDER[p.role], p.name))
         self.refs = [self._ref(p) for p in self.rendered]
@@ -48,7 +56,7 @@ class RocketMQDeployer(Placement):
     def install(self) -> None:
         """Check each node's JDK and put the release there unless it already is."""
         try:
-            home = ensure()
+            home = ensure(self.version)
         except ReleaseError as exc:
             raise DeployError(str(exc)) from None
         self.release = release_id(home)

@@ -1,0 +1,128 @@
+"""Any served RocketMQ 5.x release, chosen per run: which releases are refused and why
+(pure), the fetch script's second call (offline), the release carried from a campaign
+cell or `--rocketmq-version` into the run spec and schedule.yaml, and, on real
+RocketMQ, a seeded short run on a second release (5.1.4) that is valid and records it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from harness import schedule
+from harness.campaign.model import Campaign
+from harness.campaign.plan import plan, run_spec
+from harness.spec import SpecError, build_spec
+from sut import profiles
+from sut.rocketmq import release
+from support.rocketmq_deploy import rocketmq_cluster
+
+SECOND = "5.1.4"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_release_maven_central_serves_only_in_part_is_refused_in_one_line_saying_what_is_missing():
+    with pytest.raises(release.ReleaseError) as caught:
+        release.check_version("5.5.1")
+    assert "no rocketmq-namesrv" in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(release.ReleaseError, match="not a release Maven Central serves whole; served releases: 5.1.0"):
+        release.check_version("5.9.9")
+
+
+def test_a_profile_its_release_cannot_run_is_refused_with_the_first_release_that_can():
+    jraft, plain = profiles.get("rmq-controller-3-jraft"), profiles.get("rmq-controller-3")
+    assert "from 5.2.0" in release.profile_refusal(jraft, "5.1.4")
+    assert release.profile_refusal(jraft, "5.2.0") is None
+    assert "persistent broker ids (5.1.1)" in release.profile_refusal(plain, "5.1.0")
+    assert release.profile_refusal(plain, "5.1.1") is None
+    assert release.profile_refusal(profiles.get("rmq-dledger-3"), "5.1.0") is None
+
+
+def test_a_run_spec_records_the_pinned_release_unless_given_and_refuses_one_for_a_model_profile(tmp_path):
+    base = {"workload": "queue", "faults": ["noop"], "time": 10, "store": tmp_path}
+    assert build_spec({**base, "profile": "rmq-controller-3"}).rocketmq_version == release.pinned()
+    assert build_spec({**base, "profile": "rmq-controller-3", "rocketmq_version": SECOND}).rocketmq_version == SECOND
+    assert build_spec({**base, "profile": "controller-3"}).rocketmq_version is None
+    with pytest.raises(SpecError, match="controller-3 is a model profile"):
+        build_spec({**base, "profile": "controller-3", "rocketmq_version": SECOND})
+    with pytest.raises(SpecError, match="JRaft controllers"):
+        build_spec({**base, "profile": "rmq-controller-3-jraft", "rocketmq_version": SECOND})
+
+
+def test_the_release_goes_into_schedule_yaml_and_comes_back_from_it_for_a_replay(tmp_path):
+    spec = build_spec({"profile": "rmq-controller-3", "rocketmq_version": SECOND, "workload": "queue",
+                       "faults": ["noop"], "time": 10, "store": tmp_path})
+    text = schedule.dump(schedule.from_spec(spec))
+    assert yaml.safe_load(text)["rocketmq_version"] == SECOND
+    assert schedule.spec_values(schedule.parse(text))["rocketmq_version"] == SECOND
+
+
+def test_a_campaign_cell_names_its_own_release_and_the_others_take_the_campaign_s(tmp_path):
+    campaign = Campaign.model_validate({
+        "name": "releases", "profiles": [f"rmq-controller-3@{SECOND}", "rmq-dledger-3"], "faults": ["noop"],
+        "rocketmq_version": "5.5.0", "seed": 1, "inventory": {"nodes": 4},
+        "durations": {"run": 20, "fault": 5, "between": 5, "recovery": 5}})
+    specs = {run.profile: run_spec(campaign, run, tmp_path, None) for run in plan(campaign, store=tmp_path).runs}
+    assert specs[f"rmq-controller-3@{SECOND}"].profile == "rmq-controller-3"
+    assert specs[f"rmq-controller-3@{SECOND}"].rocketmq_version == SECOND
+    assert specs["rmq-dledger-3"].rocketmq_version == "5.5.0"
+    with pytest.raises(ValueError, match="JRaft controllers"):
+        Campaign.model_validate({**campaign.model_dump(), "profiles": [f"rmq-controller-3-jraft@{SECOND}"]})
+
+
+@pytest.mark.jvm
+def test_a_fetched_release_is_found_again_offline_and_the_pinned_one_keeps_its_stamp(tmp_path):
+    release.ensure(SECOND)
+    no_maven = tmp_path / "bin"
+    no_maven.mkdir()
+    began = time.monotonic()
+    out = subprocess.run(["bash", str(release.FETCH), SECOND], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "PATH": f"{no_maven}:/usr/bin:/bin".replace(":/usr/bin", "")})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == str(release.local_dir(SECOND))
+    assert time.monotonic() - began < 5
+    pinned = release.local_dir()
+    if (pinned / ".stamp").is_file():
+        digest = subprocess.run(["sha256sum", str(release.POM)], capture_output=True, text=True).stdout.split()[0]
+        assert (pinned / ".stamp").read_text().strip() == digest
+
+
+# -- on real RocketMQ -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cluster(make_cluster):
+    inventory, _ = rocketmq_cluster(make_cluster, SECOND)
+    return inventory
+
+
+@pytest.mark.long
+@pytest.mark.cluster
+@pytest.mark.root
+@pytest.mark.spark
+@pytest.mark.jvm
+def test_a_seeded_short_run_on_a_second_release_is_valid_and_records_its_release(cluster, tmp_path):
+    from harness.run import RunLifecycle
+    spec = build_spec({"profile": "rmq-controller-3", "rocketmq_version": SECOND, "workload": "queue",
+                       "faults": ["leader-kill"], "targets": ["brokers"], "time": 24, "interval": 6,
+                       "duration": 10, "recovery": 12, "rate": 20, "concurrency": 4, "timing": "fast",
+                       "seed": 7, "inventory": cluster.source, "store": tmp_path / "store"})
+    outcome = RunLifecycle(spec, Console(stderr=True, force_terminal=False), show_progress=False).execute()
+    assert outcome.status == "complete", outcome.error
+    run_dir = outcome.run.path
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["valid"] is True, {k: v.get("valid") for k, v in results["checkers"].items()}
+    assert results["checkers"]["queue"]["counts"]["acknowledged"] > 100
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["spec"]["rocketmq_version"] == SECOND and record["versions"]["rocketmq"] == SECOND
+    assert yaml.safe_load((run_dir / "schedule.yaml").read_text())["rocketmq_version"] == SECOND
+    # The broker nodes were given the 5.1.4 jars, and only those.
+    for node in cluster.nodes[1:4]:
+        releases = sorted(p.name for p in (Path(node.workdir) / "rocketmq").iterdir())
+        assert len(releases) == 1 and releases[0].startswith(f"rocketmq-{SECOND}-"), releases
+        assert (Path(node.workdir) / "rocketmq" / releases[0] / "lib" / f"rocketmq-broker-{SECOND}.jar").is_file()
