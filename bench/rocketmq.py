@@ -7,6 +7,7 @@ for the same profile on the same box (the same-box reference).
     .venv/bin/python bench/rocketmq.py failover --faults leader-kill --modes controller --seeds 1
     .venv/bin/python bench/rocketmq.py failover --store /tmp/rmq-runs   # keep the runs and their logs
     .venv/bin/python bench/rocketmq.py releases --versions 5.5.0 --rounds 2   # start per release
+    .venv/bin/python bench/rocketmq.py archive --rounds 3          # start with / without CDS archives
 
 Root (a 4-node network-namespace cluster, brought up and taken down here).
 `start`: install (first upload, then the content-addressed skip), start -> healthy
@@ -16,7 +17,10 @@ fault windows, 15 s recovery) per seed; the figure is the rto checker's
 unavailable time per fault window (first failed write after the fault starts to
 the next successful one), p50 and max over every window. `releases`: start ->
 healthy and memory of rmq-controller-3 on each release, rounds interleaved with
-the pinned release's (the same-box reference), and the ratio. Nothing is asserted.
+the pinned release's (the same-box reference), and the ratio. `archive`: start ->
+healthy of rmq-controller-3 with each JVM mapping its class-data-sharing archive,
+rounds interleaved with starts without (the same-box reference), and the ratio;
+the first install's archive making is timed too. Nothing is asserted.
 """
 from __future__ import annotations
 
@@ -53,9 +57,14 @@ def rss_mb(root: str) -> float:
 
 
 def measure_start(inventory: Any, pool: Pool, profile: str, run_dir: str,
-                  version: str | None = None) -> dict[str, float]:
+                  version: str | None = None, class_archive: bool = True) -> dict[str, float]:
     from sut.deploy import make_deployer
-    deployer = make_deployer(pool, inventory, profile, run_dir, timing="fast", rocketmq_version=version)
+    if class_archive:
+        deployer = make_deployer(pool, inventory, profile, run_dir, timing="fast", rocketmq_version=version)
+    else:
+        from sut.rocketmq.deploy import RocketMQDeployer
+        deployer = RocketMQDeployer(pool, inventory, profile, run_dir, timing="fast", version=version,
+                                    class_archive=False)
     out: dict[str, float] = {}
     started = time.monotonic()
     deployer.install()
@@ -111,6 +120,24 @@ def bench_releases(inventory: Any, pool: Pool, versions: list[str], rounds: int)
               f"{', '.join(f'{v:.1f}' for v in healthy[reference])})", flush=True)
 
 
+def bench_archive(inventory: Any, pool: Pool, rounds: int) -> None:
+    healthy: dict[bool, list[float]] = {False: [], True: []}
+    with tempfile.TemporaryDirectory() as base:
+        first = measure_start(inventory, pool, "rmq-controller-3", f"{base}/first", class_archive=True)
+        print(f"first install with archives (upload if needed, class lists, dumps): {first['install_s']:.1f}s; "
+              f"again {first['install_again_s']:.1f}s", flush=True)
+        for round_ in range(rounds):
+            for archive in (False, True):
+                out = measure_start(inventory, pool, "rmq-controller-3", f"{base}/{archive}-{round_}",
+                                    class_archive=archive)
+                healthy[archive].append(out["healthy_s"])
+    ref, mid = statistics.median(healthy[False]), statistics.median(healthy[True])
+    print(f"rmq-controller-3 start -> healthy (median of {rounds}): with archives {mid:.1f}s, ratio "
+          f"{mid / ref:.2f} against the same-box reference without them {ref:.1f}s "
+          f"(with: {', '.join(f'{v:.1f}' for v in healthy[True])}; without: "
+          f"{', '.join(f'{v:.1f}' for v in healthy[False])})", flush=True)
+
+
 def run_rto(inventory: Any, profile: str, fault: str, seed: int, store: Path) -> list[float]:
     from harness.run import RunLifecycle
     from harness.spec import build_spec
@@ -148,7 +175,7 @@ def bench_failover(inventory: Any, modes: list[str], faults: list[str], seeds: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["start", "failover", "releases"])
+    parser.add_argument("what", choices=["start", "failover", "releases", "archive"])
     parser.add_argument("--versions", default="5.5.0", help="releases: the releases beside the pinned one")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--modes", default="dledger,controller")
@@ -163,6 +190,8 @@ def main() -> None:
         with Pool(inventory) as pool:
             if args.what == "start":
                 bench_start(inventory, pool, modes)
+            elif args.what == "archive":
+                bench_archive(inventory, pool, args.rounds)
             elif args.what == "releases":
                 bench_releases(inventory, pool, args.versions.split(","), args.rounds)
             else:

@@ -339,6 +339,7 @@ class RunLifecycle:
             try:
                 with self.record.phase("deploy", self.status):
                     deployer.install()
+                    self.record.notes.extend(getattr(deployer, "notes", ()))
                     deployer.start()
                     deployer.wait_healthy(HEALTHY_TIMEOUT_S)
                 with live_display(self.status, self.console, self.show_progress):

@@ -126,3 +126,26 @@ def test_a_seeded_short_run_on_a_second_release_is_valid_and_records_its_release
         releases = sorted(p.name for p in (Path(node.workdir) / "rocketmq").iterdir())
         assert len(releases) == 1 and releases[0].startswith(f"rocketmq-{SECOND}-"), releases
         assert (Path(node.workdir) / "rocketmq" / releases[0] / "lib" / f"rocketmq-broker-{SECOND}.jar").is_file()
+
+
+# -- the registry of historic bugs -------------------------------------------------------------
+
+def test_every_historic_bug_names_served_releases_known_anomalies_and_a_recipe_both_releases_accept(tmp_path):
+    from harness.campaign import historic
+    registry = historic.load()
+    assert len(registry.bugs) >= 5
+    for bug in registry.bugs:
+        for version in (bug.buggy_version, bug.fixed_version):
+            values = {**bug.recipe.spec_values(version), "store": tmp_path, "seed": 1}
+            if bug.reachable:
+                assert build_spec(values).rocketmq_version == version
+            elif release.profile_refusal(profiles.get(bug.recipe.profile), version):
+                assert "refused" in bug.needs
+
+
+def test_a_registry_entry_with_its_releases_reversed_is_refused_naming_the_field(tmp_path):
+    from harness.campaign import historic
+    text = historic.REGISTRY.read_text().replace('fixed_version: "5.2.0"', 'fixed_version: "5.1.3"', 1)
+    (tmp_path / "bugs.yaml").write_text(text)
+    with pytest.raises(historic.RegistryError, match=r"bugs\.0: .*not older than fixed_version 5\.1\.3"):
+        historic.load(tmp_path / "bugs.yaml")

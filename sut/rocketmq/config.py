@@ -73,8 +73,9 @@ def release_dir(workdir: str, release: str) -> str:
 
 
 def render(profile: Profile, hosts: list[str], workdirs: list[str], release: str, timing: str = "default",
-           java: str = "java") -> list[RmqProcess]:
-    """Every process of the profile, configured for these nodes."""
+           java: str = "java", class_archive: bool = False) -> list[RmqProcess]:
+    """Every process of the profile, configured for these nodes; with class_archive, each
+    JVM maps its role's class-data-sharing archive (sut/rocketmq/class_archive.py)."""
     if len(hosts) < profile.nodes_needed or len(workdirs) < profile.nodes_needed:
         raise ProfileError(f"profile {profile.name} needs {profile.nodes_needed} nodes, "
                            f"the inventory has {min(len(hosts), len(workdirs))}")
@@ -100,7 +101,8 @@ def render(profile: Profile, hosts: list[str], workdirs: list[str], release: str
             props |= _broker(spec.config, t, data_dir, host[spec.name], ports[spec.name], peers)
         home = release_dir(workdir, release)
         config_path = posixpath.join(workdir, "conf", f"{spec.name}.properties")
-        argv = (java, f"-Xms{HEAP_MB[spec.role]}m", f"-Xmx{HEAP_MB[spec.role]}m", *JVM_FLAGS,
+        archive = (f"-XX:SharedArchiveFile={posixpath.join(home, 'cds', spec.role + '.jsa')}",) if class_archive else ()
+        argv = (java, f"-Xms{HEAP_MB[spec.role]}m", f"-Xmx{HEAP_MB[spec.role]}m", *JVM_FLAGS, *archive,
                 f"-XX:MaxDirectMemorySize={direct_memory_mb(spec.role, spec.config)}m", *ADD_OPENS,
                 f"-Duser.home={data_dir}", f"-Drocketmq.home.dir={home}",
                 f"-Drmq.logback.configurationFile={home}/conf/rmq.{spec.role}.logback.xml",
