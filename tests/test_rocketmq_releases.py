@@ -149,3 +149,36 @@ def test_a_registry_entry_with_its_releases_reversed_is_refused_naming_the_field
     (tmp_path / "bugs.yaml").write_text(text)
     with pytest.raises(historic.RegistryError, match=r"bugs\.0: .*not older than fixed_version 5\.1\.3"):
         historic.load(tmp_path / "bugs.yaml")
+
+
+# Where each role's keys land: the config objects its startup fills from the file.
+CONFIG_CLASSES = {
+    "namesrv": ("org.apache.rocketmq.common.namesrv.NamesrvConfig", "org.apache.rocketmq.remoting.netty.NettyServerConfig"),
+    "controller": ("org.apache.rocketmq.common.ControllerConfig", "org.apache.rocketmq.common.JraftConfig",
+                   "org.apache.rocketmq.remoting.netty.NettyServerConfig"),
+    "broker": ("org.apache.rocketmq.common.BrokerConfig", "org.apache.rocketmq.common.BrokerIdentity",
+               "org.apache.rocketmq.store.config.MessageStoreConfig", "org.apache.rocketmq.remoting.netty.NettyServerConfig"),
+}
+
+
+@pytest.mark.jvm
+@pytest.mark.parametrize("version", ["5.1.0", SECOND, release.pinned()])
+def test_every_key_the_deployer_writes_for_a_release_is_a_setting_that_release_has(version):
+    import re
+    import shutil
+    from sut.rocketmq.config import render
+    if shutil.which("javap") is None:
+        pytest.skip("no javap")
+    home = release.ensure(version)
+    written: dict[str, set[str]] = {role: set() for role in CONFIG_CLASSES}
+    for profile in profiles.PROFILES.values():
+        if profile.system != "rocketmq" or release.profile_refusal(profile, version):
+            continue
+        for proc in render(profile, [f"10.0.0.{i}" for i in range(1, 6)], [f"/w/n{i}" for i in range(5)], "r",
+                           version=version):
+            written[proc.role] |= set(proc.properties)
+    assert written["broker"] and written["namesrv"]
+    for role, classes in CONFIG_CLASSES.items():
+        shown = subprocess.run(["javap", "-cp", f"{home}/lib/*", *classes], capture_output=True, text=True).stdout
+        setters = {name[0].lower() + name[1:] for name in re.findall(r"void set(\w+)\(", shown)}
+        assert written[role] <= setters, (role, sorted(written[role] - setters))

@@ -39,7 +39,7 @@ class RocketMQDeployer(Placement):
         self.release = release_id(home) if (home / ".stamp").is_file() else home.name
         rendered = self._place(pool, inventory, profile_name, run_dir,
                                lambda profile, hosts, workdirs: render(profile, hosts, workdirs, self.release,
-                                                                       timing, java, class_archive))
+                                                                       timing, java, class_archive, self.version))
         refused = profile_refusal(self.profile, self.version)
         if refused:
             raise DeployError(refused)
