@@ -153,6 +153,15 @@ def check_release(profile: str, version: str | None = None) -> None:
         raise SpecError(f"profile {profile}: {exc}") from None
 
 
+def served_release(value: str | None) -> str | None:
+    """A RocketMQ release this harness can run, or None; ValueError (one line) otherwise."""
+    from sut.rocketmq.release import ReleaseError, check_version
+    try:
+        return None if value is None else check_version(str(value))
+    except ReleaseError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def rocketmq_release_problem(profile: str, version: str | None) -> str | None:
     """Why --rocketmq-version does not fit this profile (a model profile, or a profile the
     release cannot run), or None."""
@@ -305,11 +314,7 @@ class RunSpec(BaseModel):
     @field_validator("rocketmq_version")
     @classmethod
     def _release_is_served(cls, value: str | None) -> str | None:
-        from sut.rocketmq.release import ReleaseError, check_version
-        try:
-            return None if value is None else check_version(str(value))
-        except ReleaseError as exc:
-            raise ValueError(str(exc)) from None
+        return served_release(value)
 
     @field_validator("profile")
     @classmethod

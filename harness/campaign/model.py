@@ -18,7 +18,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.bounds import run_size_problem
-from harness.spec import check_fault, known_profiles, known_workloads, rocketmq_release_problem
+from harness.spec import check_fault, known_profiles, known_workloads, rocketmq_release_problem, served_release
 from sut import bugs as bug_library
 from sut import profiles
 
@@ -65,11 +65,7 @@ def _profile_entry(entry: str) -> str:
     name, sep, version = entry.partition(AT_RELEASE)
     _known("profile", known_profiles).func(name)
     if sep:
-        from sut.rocketmq.release import ReleaseError, check_version
-        try:
-            check_version(version)
-        except ReleaseError as exc:
-            raise ValueError(str(exc)) from None
+        served_release(version)
         problem = rocketmq_release_problem(name, version)
         if problem:
             raise ValueError(problem)
@@ -215,11 +211,7 @@ class Campaign(Strict):
     @field_validator("rocketmq_version")
     @classmethod
     def _release_served(cls, value: str | None) -> str | None:
-        from sut.rocketmq.release import ReleaseError, check_version
-        try:
-            return None if value is None else check_version(str(value))
-        except ReleaseError as exc:
-            raise ValueError(str(exc)) from None
+        return served_release(value)
 
     @model_validator(mode="after")
     def _releases_fit(self) -> "Campaign":

@@ -52,14 +52,6 @@ class Features:
         """`controllerType=jRaft` (ControllerConfig.JRAFT_CONTROLLER) exists from 5.2.0."""
         return key(self.version) >= (5, 2, 0)
 
-    @property
-    def persistent_broker_ids(self) -> bool:
-        """From 5.1.1 a Controller-mode broker applies for a brokerId once and keeps it in its
-        `brokerIdentity` file (GET_NEXT_BROKER_ID / APPLY_BROKER_ID); 5.1.0's controller
-        hands out ids by address on every registration and speaks a SyncStateSet of
-        addresses, which the harness's client (built against the pinned release) cannot read."""
-        return key(self.version) >= (5, 1, 1)
-
 
 def pinned() -> str:
     """The release scripts/rocketmq/pom.xml pins: the default of every rmq-* run."""
@@ -116,9 +108,6 @@ def profile_refusal(profile: "Profile", version: str) -> str | None:
     """Why this release cannot run this rmq-* profile (one line), or None."""
     features = Features(version)
     controllers = [p for p in profile.processes if p.role == "controller"]
-    if controllers and not features.persistent_broker_ids:
-        return (f"profile {profile.name} cannot run on RocketMQ {version}: its controllers predate persistent "
-                f"broker ids (5.1.1) and report SyncStateSets of addresses; use 5.1.1 or newer")
     if any(p.config.get("raft") == "jraft" for p in controllers) and not features.jraft_controller:
         return (f"profile {profile.name} cannot run on RocketMQ {version}: JRaft controllers "
                 f"(controllerType=jRaft) exist from 5.2.0; use the DLedger-controller profile or 5.2.0 or newer")
