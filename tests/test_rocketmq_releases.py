@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -75,14 +76,28 @@ def test_a_campaign_cell_names_its_own_release_and_the_others_take_the_campaign_
         Campaign.model_validate({**campaign.model_dump(), "profiles": [f"rmq-controller-3-jraft@{SECOND}"]})
 
 
+def test_every_jvm_maps_its_role_s_archive_beside_its_release_only_when_archives_are_on():
+    from sut.rocketmq.config import render
+    profile = profiles.get("rmq-controller-3")
+    hosts, workdirs = [f"10.0.0.{i}" for i in range(1, 5)], [f"/w/n{i}" for i in range(4)]
+    for proc in render(profile, hosts, workdirs, "rocketmq-5.3.3-abc", class_archive=True):
+        home = f"/w/n{proc.node}/rocketmq/rocketmq-5.3.3-abc"
+        assert f"-XX:SharedArchiveFile={home}/cds/{proc.role}.jsa" in proc.argv
+    assert not any(a.startswith("-XX:SharedArchiveFile") for p in render(profile, hosts, workdirs, "r")
+                   for a in p.argv)
+
+
 @pytest.mark.jvm
 def test_a_fetched_release_is_found_again_offline_and_the_pinned_one_keeps_its_stamp(tmp_path):
     release.ensure(SECOND)
-    no_maven = tmp_path / "bin"
-    no_maven.mkdir()
+    # A PATH with the shell tools the stamp check uses and neither Maven nor a JDK.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("bash", "sed", "sha256sum", "cut", "cat", "dirname"):
+        (tools / tool).symlink_to(shutil.which(tool))
     began = time.monotonic()
-    out = subprocess.run(["bash", str(release.FETCH), SECOND], capture_output=True, text=True, timeout=30,
-                         env={**os.environ, "PATH": f"{no_maven}:/usr/bin:/bin".replace(":/usr/bin", "")})
+    out = subprocess.run([str(tools / "bash"), str(release.FETCH), SECOND], capture_output=True, text=True,
+                         timeout=30, env={**os.environ, "PATH": str(tools)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == str(release.local_dir(SECOND))
     assert time.monotonic() - began < 5
@@ -120,11 +135,18 @@ def test_a_seeded_short_run_on_a_second_release_is_valid_and_records_its_release
     record = json.loads((run_dir / "run.json").read_text())
     assert record["spec"]["rocketmq_version"] == SECOND and record["versions"]["rocketmq"] == SECOND
     assert yaml.safe_load((run_dir / "schedule.yaml").read_text())["rocketmq_version"] == SECOND
-    # The broker nodes were given the 5.1.4 jars, and only those.
+    # The broker nodes were given the 5.1.4 jars, and only those, and each made its
+    # brokers' class-data-sharing archive, which a JVM with that class path maps (with
+    # -Xshare:on a JVM that cannot map it refuses to start).
     for node in cluster.nodes[1:4]:
         releases = sorted(p.name for p in (Path(node.workdir) / "rocketmq").iterdir())
         assert len(releases) == 1 and releases[0].startswith(f"rocketmq-{SECOND}-"), releases
-        assert (Path(node.workdir) / "rocketmq" / releases[0] / "lib" / f"rocketmq-broker-{SECOND}.jar").is_file()
+        home = Path(node.workdir) / "rocketmq" / releases[0]
+        assert (home / "lib" / f"rocketmq-broker-{SECOND}.jar").is_file()
+        mapped = subprocess.run(["java", "-Xshare:on", f"-XX:SharedArchiveFile={home}/cds/broker.jsa",
+                                 "-XX:+UseSerialGC", "-cp", f"{home}/lib/*", "-version"],
+                                capture_output=True, text=True, timeout=60)
+        assert mapped.returncode == 0, mapped.stderr[-500:]
 
 
 # -- the registry of historic bugs -------------------------------------------------------------
@@ -164,7 +186,6 @@ CONFIG_CLASSES = {
 @pytest.mark.parametrize("version", ["5.1.0", SECOND, release.pinned()])
 def test_every_key_the_deployer_writes_for_a_release_is_a_setting_that_release_has(version):
     import re
-    import shutil
     from sut.rocketmq.config import render
     if shutil.which("javap") is None:
         pytest.skip("no javap")
