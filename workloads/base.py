@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, ClassVar, Iterable, Protocol
 
+from sut import systems
 from workloads.generator import PlannedOp
 
 
@@ -115,8 +116,12 @@ class Workload(ABC):
 
     @classmethod
     def unsupported(cls, profile: str) -> str | None:
-        """Why this workload cannot run on `profile`, or None if it can."""
-        return None
+        """Why this workload cannot run on `profile`, or None if it can: by default what the
+        profile's system refuses (sut/systems.py)."""
+        try:
+            return systems.refused_workload(profile, cls.name)
+        except systems.ProfileError:
+            return None  # an unknown profile: the spec says so
 
     @classmethod
     def options_problem(cls, options: WorkloadOptions) -> str | None:

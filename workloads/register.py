@@ -26,7 +26,7 @@ def serves_kv(process: ProcessSpec) -> bool:
 
 
 def kv_profiles() -> list[str]:
-    """The profiles the register workload can run on."""
+    """The profiles the register workload can run on (the model's: the Raft KV is ours)."""
     return sorted(name for name, profile in PROFILES.items() if any(map(serves_kv, profile.processes)))
 
 
@@ -42,10 +42,10 @@ class RegisterWorkload(Workload):
 
     @classmethod
     def unsupported(cls, profile: str) -> str | None:
+        refused = super().unsupported(profile)
+        if refused:
+            return refused
         known = kv_profiles()
-        if PROFILES.get(profile) is not None and PROFILES[profile].system == "rocketmq":
-            return (f"workload register cannot run on {profile}: real RocketMQ has no key-value store "
-                    f"(the model's Raft KV is ours); use queue or log, or a model profile ({', '.join(known)})")
         if profile not in known:
             return (f"workload register needs a profile with a Raft key-value store "
                     f"({', '.join(known) or 'none available'}), not {profile!r}")
