@@ -20,7 +20,7 @@ from workloads.generator import GeneratorSpec, LazyPlan, PlannedOp
 
 
 def make_workload(spec: RunSpec) -> Workload:
-    return workloads.WORKLOADS[spec.workload](spec.workload_options())
+    return workloads.get(spec.workload)(spec.workload_options())
 
 
 def fault_schedule(spec: RunSpec, fault_specs: list[FaultSpec] | None = None) -> list[ScheduledEvent]:

@@ -50,7 +50,7 @@ def nodes_needed(profile: str) -> int:
 
 
 def known_workloads() -> list[str]:
-    return sorted(workloads.WORKLOADS)
+    return sorted(workloads.known())
 
 
 def check_fault(text: str) -> None:
@@ -355,7 +355,7 @@ class RunSpec(BaseModel):
                                    self.interval + self.duration if self.has_faults else None)
         if too_big:
             raise ValueError(too_big)
-        workload = workloads.WORKLOADS[self.workload]
+        workload = workloads.get(self.workload)
         problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
         problem = problem or refused_fault(self.profile, [*self.faults, *self.overlap])
         if problem:

@@ -16,6 +16,7 @@ from typing import Any
 from sut.profiles import PROFILES, ProcessSpec
 from workloads.base import Completion, OpRunner, Workload, spread, weighted_choice
 from workloads.clients import Endpoints, RegisterClient
+from workloads.registry import Route, register
 
 VALUES = 5
 
@@ -35,8 +36,10 @@ def key_name(key: int) -> str:
     return f"register-{key}"
 
 
+@register
 class RegisterWorkload(Workload):
     name = "register"
+    route = Route(frozenset({"write", "cas"}), model="cas-register")
     description = "read, write and compare-and-set on Raft KV keys; checked with cas-register per key"
     default_mix = {"read": 2.0, "write": 1.0, "cas": 1.0}
 

@@ -65,7 +65,7 @@ def plan(campaign: Campaign, only: str | None = None, store: Path = Path("store"
     runs, skipped = [], []
     for profile in campaign.profiles:
         for workload in campaign.workloads:
-            problem = workloads.WORKLOADS[workload].unsupported(profile)
+            problem = workloads.get(workload).unsupported(profile)
             if problem:
                 skipped.append(f"{profile} x {workload}: {problem}")
                 continue
