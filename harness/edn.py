@@ -1,4 +1,4 @@
-"""Convert between our raw history (DESIGN.md 4.2) and Jepsen's EDN history.
+"""Convert between our raw history (docs/history-format.md) and Jepsen's EDN history.
 
 A Jepsen history is a vector (or list) of op maps with keyword keys:
 `{:process 0, :type :invoke, :f :read, :value nil, :time 123, :index 0}`.

@@ -1,4 +1,4 @@
-"""One run, end to end (DESIGN.md section 3): the lifecycle behind `chaos run`.
+"""One run, end to end (docs/architecture.md, "One run"): the lifecycle behind `chaos run`.
 
     cluster -> deploy -> workload + fault schedule -> heal -> workload goes on
     for the recovery period -> final phase (drain) -> collect logs -> stop ->

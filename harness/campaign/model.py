@@ -98,7 +98,7 @@ class Thresholds(Strict):
 
 
 class Gates(Strict):
-    """Which gates decide the exit code (DESIGN.md 8b); each can be switched off."""
+    """Which gates decide the exit code (docs/campaigns.md, "Gates"); each can be switched off."""
 
     safe_valid: bool = True
     no_lost_on_safe: bool = True
