@@ -85,16 +85,22 @@ def _builtins() -> None:
         importlib.import_module(module)
 
 
+def _in_order() -> list[tuple[str, Registration]]:
+    """The built-ins in _BUILTIN_MODULES' order (whichever was imported first), then the
+    others as registered."""
+    load_plugins()
+    builtin = {module: index for index, module in enumerate(_BUILTIN_MODULES)}
+    return sorted(_registry.items(), key=lambda item: builtin.get(item[1].cls.__module__, len(builtin)))
+
+
 def known() -> dict[str, Any]:
     """Every workload class by name, plugins included: the built-ins first, in order."""
-    load_plugins()
-    return {name: entry.cls for name, entry in _registry.items()}
+    return {name: entry.cls for name, entry in _in_order()}
 
 
 def routes() -> dict[str, Route]:
     """Every workload's route, in the order infer_workload tries them."""
-    load_plugins()
-    return {name: entry.route for name, entry in _registry.items()}
+    return {name: entry.route for name, entry in _in_order()}
 
 
 def get(name: str) -> Any:
