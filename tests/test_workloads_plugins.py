@@ -10,19 +10,12 @@ import pytest
 
 from checkers.routes import infer_workload, route
 from support.plugins import CHAOS, example_site
+from support.plugins import own_registry as own_registry_fixture
 from workloads import Route, registry
 
 plugin_site = example_site("workloads.md", "### A workload as a plugin", registry.ENTRY_POINT_GROUP)
 
-
-@pytest.fixture
-def own_registry(monkeypatch):
-    """A copy of the registry with the built-ins, so that a test's registrations do not stay."""
-    registry.known()
-    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
-    yield
-    monkeypatch.undo()
-    registry.load_plugins(reload=True)
+own_registry = own_registry_fixture(registry)
 
 
 def test_the_builtins_carry_their_routes_in_the_order_infer_workload_tries_them():
