@@ -124,7 +124,7 @@ SYSTEMS: dict[str, System] = {
         queue_client="workloads.rocketmq_client:RocketMQClient",
         release_problem="sut.rocketmq.release:problem",
         refused_workloads={"register": "real RocketMQ has no key-value store (the model's Raft KV is ours); "
-                                       "use queue or log, or a model profile (chaos run --help lists them)"}),
+                                       "use queue or log"}),
 }
 
 

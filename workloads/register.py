@@ -45,10 +45,10 @@ class RegisterWorkload(Workload):
 
     @classmethod
     def unsupported(cls, profile: str) -> str | None:
+        known = kv_profiles()
         refused = super().unsupported(profile)
         if refused:
-            return refused
-        known = kv_profiles()
+            return f"{refused}; or a profile with a Raft key-value store: {', '.join(known) or 'none available'}"
         if profile not in known:
             return (f"workload register needs a profile with a Raft key-value store "
                     f"({', '.join(known) or 'none available'}), not {profile!r}")
