@@ -149,7 +149,7 @@ class RocketMQDeployer(Placement):
             return "the controllers have no leader"
         groups: dict[str, dict[str, Any]] = {
             self._group_of(r): {"sync_state_set": None} for r in self.refs if r.role == "broker"}
-        self._add_sync_state(leader, groups)
+        self._add_sync_state(leader, groups, ADMIN_TIMEOUT_S)
         for name, group in sorted(groups.items()):
             members = {r.node for r in self.refs if r.role == "broker" and self._group_of(r) == name}
             missing = sorted(members - set(group["sync_state_set"] or ()))
