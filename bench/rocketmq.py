@@ -60,7 +60,7 @@ def measure_start(inventory: Any, pool: Pool, profile: str, run_dir: str,
                   version: str | None = None, class_archive: bool = True) -> dict[str, float]:
     from sut.deploy import make_deployer
     if class_archive:
-        deployer = make_deployer(pool, inventory, profile, run_dir, timing="fast", rocketmq_version=version)
+        deployer = make_deployer(pool, inventory, profile, run_dir, timing="fast", release=version)
     else:
         from sut.rocketmq.deploy import RocketMQDeployer
         deployer = RocketMQDeployer(pool, inventory, profile, run_dir, timing="fast", version=version,

@@ -16,11 +16,12 @@ import pytest
 import yaml
 from rich.console import Console
 
+from harness import plan as plan_of_run
 from harness import schedule
 from harness.campaign.model import Campaign
 from harness.campaign.plan import plan, run_spec
 from harness.spec import SpecError, build_spec
-from sut import profiles
+from sut import systems
 from sut.rocketmq import release
 from support.rocketmq_deploy import rocketmq_cluster
 
@@ -37,11 +38,11 @@ def test_a_release_maven_central_serves_only_in_part_is_refused_in_one_line_sayi
 
 
 def test_a_profile_its_release_cannot_run_is_refused_with_the_first_release_that_can():
-    jraft, plain = profiles.get("rmq-controller-3-jraft"), profiles.get("rmq-controller-3")
+    jraft, plain = systems.profile("rmq-controller-3-jraft"), systems.profile("rmq-controller-3")
     assert "from 5.2.0" in release.profile_refusal(jraft, "5.1.4")
     assert release.profile_refusal(jraft, "5.2.0") is None
     assert release.profile_refusal(plain, "5.1.0") is None   # before persistent broker ids: the driver reads both
-    assert release.profile_refusal(profiles.get("rmq-dledger-3"), "5.1.0") is None
+    assert release.profile_refusal(systems.profile("rmq-dledger-3"), "5.1.0") is None
 
 
 def test_a_run_spec_records_the_pinned_release_unless_given_and_refuses_one_for_a_model_profile(tmp_path):
@@ -49,7 +50,7 @@ def test_a_run_spec_records_the_pinned_release_unless_given_and_refuses_one_for_
     assert build_spec({**base, "profile": "rmq-controller-3"}).rocketmq_version == release.pinned()
     assert build_spec({**base, "profile": "rmq-controller-3", "rocketmq_version": SECOND}).rocketmq_version == SECOND
     assert build_spec({**base, "profile": "controller-3"}).rocketmq_version is None
-    with pytest.raises(SpecError, match="controller-3 is a model profile"):
+    with pytest.raises(SpecError, match="controller-3 runs the model SUT, which has no releases"):
         build_spec({**base, "profile": "controller-3", "rocketmq_version": SECOND})
     with pytest.raises(SpecError, match="JRaft controllers"):
         build_spec({**base, "profile": "rmq-controller-3-jraft", "rocketmq_version": SECOND})
@@ -58,9 +59,9 @@ def test_a_run_spec_records_the_pinned_release_unless_given_and_refuses_one_for_
 def test_the_release_goes_into_schedule_yaml_and_comes_back_from_it_for_a_replay(tmp_path):
     spec = build_spec({"profile": "rmq-controller-3", "rocketmq_version": SECOND, "workload": "queue",
                        "faults": ["noop"], "time": 10, "store": tmp_path})
-    text = schedule.dump(schedule.from_spec(spec))
+    text = schedule.dump(plan_of_run.from_spec(spec))
     assert yaml.safe_load(text)["rocketmq_version"] == SECOND
-    assert schedule.spec_values(schedule.parse(text))["rocketmq_version"] == SECOND
+    assert plan_of_run.spec_values(schedule.parse(text))["rocketmq_version"] == SECOND
 
 
 def test_a_campaign_cell_names_its_own_release_and_the_others_take_the_campaign_s(tmp_path):
@@ -78,7 +79,7 @@ def test_a_campaign_cell_names_its_own_release_and_the_others_take_the_campaign_
 
 def test_every_jvm_maps_its_role_s_archive_beside_its_release_only_when_archives_are_on():
     from sut.rocketmq.config import render
-    profile = profiles.get("rmq-controller-3")
+    profile = systems.profile("rmq-controller-3")
     hosts, workdirs = [f"10.0.0.{i}" for i in range(1, 5)], [f"/w/n{i}" for i in range(4)]
     for proc in render(profile, hosts, workdirs, "rocketmq-5.3.3-abc", class_archive=True):
         home = f"/w/n{proc.node}/rocketmq/rocketmq-5.3.3-abc"
@@ -160,7 +161,7 @@ def test_every_historic_bug_names_served_releases_known_anomalies_and_a_recipe_b
             values = {**bug.recipe.spec_values(version), "store": tmp_path, "seed": 1}
             if bug.reachable:
                 assert build_spec(values).rocketmq_version == version
-            elif release.profile_refusal(profiles.get(bug.recipe.profile), version):
+            elif release.profile_refusal(systems.profile(bug.recipe.profile), version):
                 assert "refused" in bug.needs
 
 
@@ -191,7 +192,7 @@ def test_every_key_the_deployer_writes_for_a_release_is_a_setting_that_release_h
         pytest.skip("no javap")
     home = release.ensure(version)
     written: dict[str, set[str]] = {role: set() for role in CONFIG_CLASSES}
-    for profile in profiles.PROFILES.values():
+    for profile in systems.profiles().values():
         if profile.system != "rocketmq" or release.profile_refusal(profile, version):
             continue
         for proc in render(profile, [f"10.0.0.{i}" for i in range(1, 6)], [f"/w/n{i}" for i in range(5)], "r",

@@ -18,9 +18,9 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.bounds import run_size_problem
-from harness.spec import check_fault, known_profiles, known_workloads, rocketmq_release_problem, served_release
+from harness.spec import check_fault, known_profiles, known_workloads, release_problem
 from sut import bugs as bug_library
-from sut import profiles
+from sut import profiles, systems
 
 # `a+b` in a fault entry: `a` cycles, `b` overlaps inside every window of `a`.
 COMBINE = "+"
@@ -64,11 +64,9 @@ def release_of(entry: str, campaign_release: str | None = None) -> str | None:
 def _profile_entry(entry: str) -> str:
     name, sep, version = entry.partition(AT_RELEASE)
     _known("profile", known_profiles).func(name)
-    if sep:
-        served_release(version)
-        problem = rocketmq_release_problem(name, version)
-        if problem:
-            raise ValueError(problem)
+    problem = release_problem(name, version) if sep else None
+    if problem:
+        raise ValueError(problem)
     return entry
 
 
@@ -124,7 +122,7 @@ class Thresholds(Strict):
 
 
 class Gates(Strict):
-    """Which gates decide the exit code (DESIGN.md 8b); each can be switched off."""
+    """Which gates decide the exit code (docs/campaigns.md, "Gates"); each can be switched off."""
 
     safe_valid: bool = True
     no_lost_on_safe: bool = True
@@ -208,19 +206,18 @@ class Campaign(Strict):
             raise ValueError(f"unknown timing scale {value!r}; known: {', '.join(known)}")
         return value
 
-    @field_validator("rocketmq_version")
-    @classmethod
-    def _release_served(cls, value: str | None) -> str | None:
-        return served_release(value)
-
     @model_validator(mode="after")
     def _releases_fit(self) -> "Campaign":
+        """`rocketmq_version` applies to every profile with releases and no `@V` of its own."""
         if self.rocketmq_version is None:
             return self
-        for entry in self.profiles:
-            if AT_RELEASE in entry or profiles.get(entry).system != "rocketmq":
-                continue
-            problem = rocketmq_release_problem(entry, self.rocketmq_version)
+        takers = [entry for entry in self.profiles
+                  if AT_RELEASE not in entry and systems.default_release(entry) is not None]
+        if not takers:
+            raise ValueError(f"rocketmq_version {self.rocketmq_version}: no profile of the campaign takes it "
+                             f"(only real RocketMQ's rmq-* profiles have releases)")
+        for entry in takers:
+            problem = release_problem(entry, self.rocketmq_version)
             if problem:
                 raise ValueError(f"rocketmq_version: {problem}")
         return self
@@ -231,7 +228,7 @@ class Campaign(Strict):
         if nodes is None:  # an inventory file: its size is checked when a run loads it
             return self
         for name in map(profile_of, self.profiles):
-            needed = profiles.get(name).nodes_needed
+            needed = systems.profile(name).nodes_needed
             if needed > nodes:
                 raise ValueError(f"inventory.nodes is {nodes} but profile {name} needs {needed} nodes")
         return self

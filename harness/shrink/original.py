@@ -73,15 +73,10 @@ def load(path: Path, inventory: Path | None = None) -> OriginalRun:
 
 def on_release(original: OriginalRun, version: str) -> OriginalRun:
     """The run with its candidates on another RocketMQ release (`--rocketmq-version`), or ShrinkRefused."""
-    from harness.spec import rocketmq_release_problem
-    from sut.rocketmq.release import ReleaseError, check_version
-    try:
-        check_version(version)
-    except ReleaseError as exc:
-        raise ShrinkRefused(f"--rocketmq-version: {exc}") from None
-    problem = rocketmq_release_problem(original.schedule.profile, version)
+    from harness.spec import release_problem
+    problem = release_problem(original.schedule.profile, version)
     if problem:
-        raise ShrinkRefused(problem)
+        raise ShrinkRefused(f"--rocketmq-version: {problem}")
     return replace(original, schedule=original.schedule.replace(rocketmq_version=version))
 
 

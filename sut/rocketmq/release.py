@@ -112,3 +112,23 @@ def profile_refusal(profile: "Profile", version: str) -> str | None:
         return (f"profile {profile.name} cannot run on RocketMQ {version}: JRaft controllers "
                 f"(controllerType=jRaft) exist from 5.2.0; use the DLedger-controller profile or 5.2.0 or newer")
     return None
+
+
+def refusal(profile: "Profile", version: str) -> str | None:
+    """Why the profile cannot run at `version`: not a release served whole, or one that
+    cannot run this profile (sut/systems.py: the `release_refusal` of real RocketMQ)."""
+    try:
+        check_version(version)
+    except ReleaseError as exc:
+        return str(exc)
+    return profile_refusal(profile, version)
+
+
+def problem(version: str | None = None) -> str | None:
+    """What keeps the release (None: the pinned one) from this machine (one line), or None
+    once it is here (fetched now if it can be)."""
+    try:
+        ensure(version)
+    except ReleaseError as exc:
+        return str(exc)
+    return None
