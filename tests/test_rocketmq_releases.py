@@ -1,7 +1,9 @@
-"""Any served RocketMQ 5.x release, chosen per run: which releases are refused and why
-(pure), the fetch script's second call (offline), the release carried from a campaign
-cell or `--rocketmq-version` into the run spec and schedule.yaml, and, on real
-RocketMQ, a seeded short run on a second release (5.1.4) that is valid and records it.
+"""Any served RocketMQ 5.x release, chosen per run: which releases and profiles are refused
+and why (pure), the fetch script's second call (offline, without Maven or a JDK), the keys
+written for each release (javap), the release carried from a campaign cell, a schedule or
+`chaos shrink` into the run spec, the class-data-sharing archive in the JVMs' argv, the
+registry of historic bugs, and, on real RocketMQ, a seeded short run on a second release
+(5.1.4) that is valid, records its release and leaves archives its JVMs can map.
 """
 from __future__ import annotations
 
@@ -203,3 +205,17 @@ def test_every_key_the_deployer_writes_for_a_release_is_a_setting_that_release_h
         shown = subprocess.run(["javap", "-cp", f"{home}/lib/*", *classes], capture_output=True, text=True).stdout
         setters = {name[0].lower() + name[1:] for name in re.findall(r"void set(\w+)\(", shown)}
         assert written[role] <= setters, (role, sorted(written[role] - setters))
+
+
+def test_shrink_runs_its_candidates_on_another_release_only_if_that_release_can_run_the_profile(tmp_path):
+    from harness.shrink import original as original_run
+    spec = build_spec({"profile": "rmq-controller-3-jraft", "workload": "queue", "faults": ["noop"], "time": 10,
+                       "store": tmp_path})
+    run = original_run.OriginalRun(run=None, schedule=plan_of_run.from_spec(spec), classes=frozenset({"lost"}),
+                                   spec={}, inventory=tmp_path / "inventory.yaml")
+    moved = original_run.on_release(run, "5.5.0")
+    assert moved.schedule.rocketmq_version == "5.5.0"
+    assert plan_of_run.spec_values(moved.schedule)["rocketmq_version"] == "5.5.0"
+    with pytest.raises(original_run.ShrinkRefused, match="--rocketmq-version: profile rmq-controller-3-jraft cannot "
+                                                          "run on RocketMQ 5.1.4: JRaft"):
+        original_run.on_release(run, "5.1.4")
