@@ -90,8 +90,9 @@ def class_lists(home: Path, java: str = "java") -> Path:
     return target
 
 
-def _free_port(width: int = 1) -> int:
-    """A port p with p .. p+width-1 free on loopback now."""
+def free_port_block(width: int = 1) -> int:
+    """A port p with p .. p+width-1 free on every address now (RocketMQ's servers bind
+    0.0.0.0, so a port free on loopback alone is not enough)."""
     for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -111,7 +112,7 @@ def _bindable(port: int) -> bool:
 
 
 def _training_configs(scratch: Path) -> tuple[str, dict[str, dict[str, object]]]:
-    namesrv, raft, broker = _free_port(), _free_port(), _free_port(4) + 2
+    namesrv, raft, broker = free_port_block(), free_port_block(), free_port_block(4) + 2
     group = f"cds-{secrets.token_hex(3)}"
     configs: dict[str, dict[str, object]] = {
         "namesrv": {"listenPort": namesrv},
