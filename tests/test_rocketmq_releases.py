@@ -219,3 +219,16 @@ def test_shrink_runs_its_candidates_on_another_release_only_if_that_release_can_
     with pytest.raises(original_run.ShrinkRefused, match="--rocketmq-version: profile rmq-controller-3-jraft cannot "
                                                           "run on RocketMQ 5.1.4: JRaft"):
         original_run.on_release(run, "5.1.4")
+
+
+def test_the_campaign_page_names_the_campaign_s_release_and_each_cell_keeps_its_own(tmp_path):
+    from reports.campaign import render_campaign
+    from support.stores import make_campaign, results
+    runs = [{"profile": f"rmq-controller-3@{SECOND}", "fault": "major-kill", "seed": 3, "results": results(True)},
+            {"profile": "rmq-controller-3", "fault": "major-kill", "seed": 3, "results": results(True)}]
+    campaign = make_campaign(tmp_path, "20260101T000000Z-aaaa-releases", runs, name="releases")
+    meta = json.loads((campaign / "campaign.json").read_text())
+    (campaign / "campaign.json").write_text(json.dumps({**meta, "settings": {"rocketmq_version": "5.5.0"}}))
+    html = render_campaign(campaign).read_text()
+    assert 'data-rocketmq-version="5.5.0"' in html
+    assert f'data-cell="rmq-controller-3@{SECOND}|queue|major-kill"' in html
