@@ -64,7 +64,7 @@ def measure_start(inventory: Any, pool: Pool, profile: str, run_dir: str,
     else:
         from sut.rocketmq.deploy import RocketMQDeployer
         deployer = RocketMQDeployer(pool, inventory, profile, run_dir, timing="fast", version=version,
-                                    class_archive=False)
+                                    class_archives=False)
     out: dict[str, float] = {}
     started = time.monotonic()
     deployer.install()

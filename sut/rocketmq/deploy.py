@@ -32,7 +32,7 @@ ADMIN_TIMEOUT_S = 5.0
 class RocketMQDeployer(Placement):
     def __init__(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
                  timing: str = "default", java: str = "java", bugs: tuple[str, ...] = (),
-                 version: str | None = None, class_archive: bool = True) -> None:
+                 version: str | None = None, class_archives: bool = True) -> None:
         if bugs:  # RunSpec refuses them first (sut/systems.py: no bug library here)
             raise DeployError(f"real RocketMQ has no bug library: cannot switch on {', '.join(bugs)}")
         try:
@@ -43,12 +43,12 @@ class RocketMQDeployer(Placement):
         self.release = release_id(home) if (home / ".stamp").is_file() else home.name
         rendered = self._place(pool, inventory, profile_name, run_dir,
                                lambda profile, hosts, workdirs: render(profile, hosts, workdirs, self.release,
-                                                                       timing, java, class_archive, self.version))
+                                                                       timing, java, class_archives, self.version))
         refused = profile_refusal(self.profile, self.version)
         if refused:
             raise DeployError(refused)
         self.timing = timing
-        self.class_archive = class_archive
+        self.class_archives = class_archives
         self.notes: list[str] = []   # what the run record should say (an archive not made)
         self.rendered = sorted(rendered, key=lambda p: (START_ORDER[p.role], p.name))
         self.refs = [self._ref(p) for p in self.rendered]
@@ -78,7 +78,7 @@ class RocketMQDeployer(Placement):
             self.pool.run(node, ["rm", "-rf", partial])
             self.pool.put_dir(node, home, partial, exclude=("mvn.log",), timeout=600)
             self.pool.run(node, ["mv", "-T", partial, target])
-        if self.class_archive:
+        if self.class_archives:
             self.install_class_archives(home)
 
     def install_class_archives(self, home: Path) -> None:
