@@ -30,12 +30,20 @@ class Recipe(BaseModel):
     targets: tuple[str, ...] = ()
     timing: str = "fast"
     time: float = Field(60, gt=0)
+    # Quiet time before each fault and each fault's length; None: the profile's defaults.
+    # A killed RocketMQ JVM takes 20-40 s to serve again here, so kills need long quiet times.
+    interval: float | None = Field(None, gt=0)
+    duration: float | None = Field(None, gt=0)
+    recovery: float | None = Field(None, gt=0)
     workload: str = "queue"
 
     def spec_values(self, version: str) -> dict[str, Any]:
         """`chaos run` values of the recipe on one release (the caller adds store, seed, ...)."""
+        shape = {k: v for k, v in (("interval", self.interval), ("duration", self.duration),
+                                   ("recovery", self.recovery)) if v is not None}
         return {"profile": self.profile, "faults": list(self.faults), "targets": list(self.targets),
-                "timing": self.timing, "time": self.time, "workload": self.workload, "rocketmq_version": version}
+                "timing": self.timing, "time": self.time, "workload": self.workload, "rocketmq_version": version,
+                **shape}
 
 
 class HistoricBug(BaseModel):
