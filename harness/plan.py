@@ -107,6 +107,6 @@ def window_events(windows: tuple[FaultWindow, ...], run_seed: int) -> list[Sched
         seed = window.target_seed(run_seed)
         roles = tuple(window.targets) or None
         for phase, offset in (("start", window.start), ("stop", window.end)):
-            found.append(ScheduledEvent(round(offset, 3), spec, phase, index, 0, seed, roles))
+            found.append(ScheduledEvent(round(offset, 3), spec, phase, index, 0, seed, roles, window.fired_at))
     found.sort(key=lambda event: (event.offset, event.phase == "start"))
     return found

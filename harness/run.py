@@ -33,9 +33,10 @@ import faults
 import nuclei
 from checkers.ops import WRITE_FUNCTIONS
 from faults.crash import needs_crash_fs
-from faults.runner import ActiveFault, run_schedule
+from faults.runner import ActiveFault, ScheduleRunner
 from faults.schedule import FaultSpec
 from faults.targets import normalize_roles
+from faults.triggers import StateFeed
 from faults.validate import validate
 from harness.cluster_state import FILE_NAME as CLUSTER_FILE, ClusterRecorder
 from harness.console import LiveStatus, deferred_sigint, live_display, please_wait
@@ -364,17 +365,18 @@ class RunLifecycle:
             pool=pool, nodes=list(deployer.used_nodes), rng=random.Random(f"{spec.seed}:faults"),
             journal=journal, processes=deployer.processes, start_process=deployer.start_process,
             leader=deployer.leader, target_roles=normalize_roles(list(spec.targets)),
-            emit=emit, run_start_ns=clock.origin_ns)
+            emit=emit, run_start_ns=clock.origin_ns, states=StateFeed())
         stop = threading.Event()
         schedule = fault_schedule(spec, fault_specs)
-        recorder = ClusterRecorder(deployer.cluster_state, self.run.path / CLUSTER_FILE, clock).start()
+        recorder = ClusterRecorder(deployer.cluster_state, self.run.path / CLUSTER_FILE, clock,
+                                   on_sample=ctx.states.push).start()
+        runner = ScheduleRunner(ctx, schedule, on_change)
         try:
             with self.record.phase("setup", self.status):
                 await run.setup()
             self.record.phase_start("main")
             self.status.phase = "main"
-            fault_task = asyncio.ensure_future(
-                asyncio.to_thread(run_schedule, ctx, schedule, stop, on_change))
+            fault_task = asyncio.ensure_future(asyncio.to_thread(runner.run, stop))
 
             main_ends = time.monotonic() + spec.time
 
@@ -400,9 +402,22 @@ class RunLifecycle:
                 if run.final_timed_out:
                     self.record.notes.append(f"final phase cut off after --drain-timeout {spec.drain_timeout:g}s")
         finally:
+            self._record_firings(runner)
             recorder.stop()  # at most one sample (0.5 s timeout) to wait for
             await run.close()
             nemesis_log.close()
+
+    def _record_firings(self, runner: ScheduleRunner) -> None:
+        """schedule.yaml gets each state-triggered window's trigger and the instant it fired
+        (a replay fires there); a trigger that never fired is a note of the run."""
+        if not runner.firings:
+            return
+        path = self.run.path / schedule_file.FILE_NAME
+        recorded = schedule_file.load(path).with_firings(runner.firings)
+        schedule_file.save(path, recorded)
+        for window in recorded.unfired():
+            self.record.notes.append(f"trigger {window.trigger} of {window.fault} (armed {window.start:g}s to "
+                                     f"{window.end:g}s) never fired: the fault was not applied")
 
     # -- checking -----------------------------------------------------------------------------
     def _check_and_report(self) -> None:

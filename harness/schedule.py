@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -41,6 +41,10 @@ class FaultWindow(BaseModel):
     start: float = Field(ge=0)
     length: float = Field(gt=0)
     seed: int | None = Field(None, description="seeds the choice of targets; derived when absent")
+    trigger: str | None = Field(None, description="a state-triggered fault's trigger (written by the run)")
+    fired_at: float | Literal["never"] | None = Field(
+        None, description="when the trigger fired, seconds from the main phase's start ('never': it did "
+                          "not); a replay fires there without watching")
 
     @property
     def end(self) -> float:
@@ -97,6 +101,22 @@ class Schedule(BaseModel):
                 raise ValueError(f"windows[{index}] ({window.fault} at {window.start:g}s for "
                                  f"{window.length:g}s) ends after the main phase ({self.shape.time:g}s)")
         return self
+
+    def with_firings(self, firings: list[dict[str, Any]]) -> "Schedule":
+        """The windows of state-triggered faults with their trigger and the offset they fired
+        at (faults.runner.ScheduleRunner.firings), found by fault and start."""
+        found = {(f["fault"], round(float(f["start"]), 3)): f for f in firings}
+        windows = []
+        for window in self.windows:
+            firing = found.get((window.fault, round(window.start, 3)))
+            if firing is not None:
+                window = window.model_copy(update={"trigger": firing["trigger"], "fired_at": firing["fired_at"]})
+            windows.append(window)
+        return self.replace(windows=tuple(w.model_dump() for w in windows))
+
+    def unfired(self) -> list[FaultWindow]:
+        """Windows whose trigger never fired."""
+        return [window for window in self.windows if window.fired_at == "never"]
 
     @property
     def fault_seconds(self) -> float:
