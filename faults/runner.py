@@ -134,8 +134,9 @@ class ScheduleRunner:
                 if event.fired_at == NEVER:
                     return
                 if event.fired_at is not None:  # a replay fires where the recorded run did
-                    if self._halt.wait(max(0.0, self._began + float(event.fired_at) - time.monotonic())):
-                        return
+                    at = self._began + float(event.fired_at)
+                    if (deadline is not None and at > deadline) or self._halt.wait(max(0.0, at - time.monotonic())):
+                        return  # a window shortened (by shrink) to end before that instant: no fault
                     began, fired_at = ctx.now_ns(), float(event.fired_at)
                     handle = nemesis.start(ctx)
                 else:

@@ -167,6 +167,16 @@ def test_a_replay_fires_at_the_recorded_offset_without_watching(tmp_path, record
     assert time.monotonic() - began >= 0.8
     never, emitted = run(tmp_path, feed, window(0.1, 0.5, fired_at=NEVER))
     assert never.firings[0]["fired_at"] == NEVER and emitted == []
+    # A window shrunk to end before the recorded instant fires nothing (and ends on time).
+    began = time.monotonic()
+    cut, emitted = run(tmp_path, feed, window(0.1, 0.4, fired_at=0.8))
+    assert cut.firings[0]["fired_at"] == NEVER and emitted == [] and time.monotonic() - began < 0.75
+
+
+def test_the_machine_crash_trigger_asks_for_the_crash_file_system():
+    from faults.crash import needs_crash_fs
+    assert needs_crash_fs(["sss-alone-master-crash"])
+    assert not needs_crash_fs(["master-controller-kill", "master-slave-isolate", "sss-grown-master-kill"])
 
 
 def test_schedule_yaml_keeps_the_trigger_and_instant_and_replays_them(tmp_path):
