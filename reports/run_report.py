@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import markupsafe
+import yaml
 
 from reports import anomalies, run_charts, timeline
 from reports.assets import install_assets
@@ -358,8 +359,20 @@ def lin_section(facts: StoredRun, history: History | None, history_problem: str 
 
 # -- nemesis, logs, stats -------------------------------------------------------------------------
 
+def unfired_triggers(run_dir: Path) -> list[str]:
+    """A flag per state-triggered window of schedule.yaml whose trigger never fired."""
+    try:
+        data = yaml.safe_load((run_dir / "schedule.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return []
+    windows = data.get("windows") if isinstance(data, dict) else None
+    return [f"trigger {w.get('trigger')} of {w.get('fault')} (armed at {w.get('start')} s) never fired: "
+            f"the fault was not applied" for w in windows or [] if isinstance(w, dict) and w.get("fired_at") == "never"]
+
+
 def nemesis_section(facts: StoredRun, windows: list[dict[str, Any]]) -> Section:
     out = Section()
+    out.problems += unfired_triggers(facts.path)
     if windows:
         out.data["windows"] = [dict(w, label=window_label(w), grudge=section(w, "details").get("grudge")
                                     if isinstance(w.get("details"), dict) else _grudge_of(w.get("details")))

@@ -196,3 +196,17 @@ def test_schedule_yaml_keeps_the_trigger_and_instant_and_replays_them(tmp_path):
     assert [e.fired_at for e in starts] == [5.251, NEVER]
     with pytest.raises(schedule_file.ScheduleFileError, match="fired_at"):
         schedule_file.parse(text.replace("fired_at: never", "fired_at: later"))
+
+
+def test_the_run_page_flags_a_trigger_that_never_fired(tmp_path):
+    from reports.run_report import unfired_triggers
+    base = schedule_file.Schedule(
+        profile="controller-3", workload="queue", seed=3,
+        shape=schedule_file.Shape(time=30, recovery=5, rate=10, concurrency=2, queues=2, keys=4),
+        windows=(schedule_file.FaultWindow(fault="sss-grown-master-kill", start=18, length=10),))
+    schedule_file.save(tmp_path / "schedule.yaml", base)
+    assert unfired_triggers(tmp_path) == []
+    never = [{"fault": "sss-grown-master-kill", "start": 18.0, "trigger": "sss-grown", "fired_at": NEVER}]
+    schedule_file.save(tmp_path / "schedule.yaml", base.with_firings(never))
+    [flag] = unfired_triggers(tmp_path)
+    assert "sss-grown" in flag and "never fired" in flag
