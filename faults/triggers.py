@@ -222,6 +222,26 @@ def _details(firing: Firing) -> dict[str, Any]:
     return {"group": firing.group, "master": firing.master, **firing.facts}
 
 
+def kill_roles(ctx: FaultContext, what: str, roles: Mapping[str, set[str]], firing: Firing) -> Applied:
+    """kill -9, at one instant, the processes of the given roles on each node (restarted at stop)."""
+    work = {node: [p for p in ctx.processes(node) if getattr(p, "role", "") in wanted]
+            for node, wanted in roles.items()}
+
+    def job(node: str):
+        def run(record: Record) -> None:
+            for proc in work[node]:
+                try:
+                    for entry in nuclei.kill(ctx.pool, ctx.journal, proc, signal="KILL"):
+                        record(entry, proc)
+                except nuclei.ProcessNotRunning:
+                    pass
+        return run
+
+    actions = apply_all(ctx, what, {node: job(node) for node in work})
+    processes = sorted(f"{a.entry.node}/{a.entry.params.get('name')}" for a in actions)
+    return Applied(targets=list(firing.nodes), actions=actions, details={**_details(firing), "processes": processes})
+
+
 class MasterControllerKill(TriggeredFault):
     """kill -9 the master broker and the controller leader at one instant."""
 
@@ -239,23 +259,7 @@ class MasterControllerKill(TriggeredFault):
     def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
         roles = {firing.master: {"broker"}}
         roles.setdefault(firing.facts["controller_leader"], set()).add("controller")
-        work = {node: [p for p in ctx.processes(node) if getattr(p, "role", "") in wanted]
-                for node, wanted in roles.items()}
-
-        def job(node: str):
-            def run(record: Record) -> None:
-                for proc in work[node]:
-                    try:
-                        for entry in nuclei.kill(ctx.pool, ctx.journal, proc, signal="KILL"):
-                            record(entry, proc)
-                    except nuclei.ProcessNotRunning:
-                        pass
-            return run
-
-        actions = apply_all(ctx, f"{self.name} on {', '.join(firing.nodes)}", {n: job(n) for n in work})
-        processes = sorted(f"{a.entry.node}/{a.entry.params.get('name')}" for a in actions)
-        return Applied(targets=list(firing.nodes), actions=actions,
-                       details={**_details(firing), "processes": processes})
+        return kill_roles(ctx, f"{self.name} on {', '.join(firing.nodes)}", roles, firing)
 
 
 class MasterSlaveIsolate(TriggeredFault):
@@ -290,19 +294,7 @@ class SssGrownMasterKill(TriggeredFault):
                    "broker process; restart it at stop")
 
     def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
-        procs = [p for p in ctx.processes(firing.master) if getattr(p, "role", "") == "broker"]
-
-        def run(record: Record) -> None:
-            for proc in procs:
-                try:
-                    for entry in nuclei.kill(ctx.pool, ctx.journal, proc, signal="KILL"):
-                        record(entry, proc)
-                except nuclei.ProcessNotRunning:
-                    pass
-
-        actions = apply_all(ctx, f"{self.name} on {firing.master}", {firing.master: run})
-        processes = sorted(f"{a.entry.node}/{a.entry.params.get('name')}" for a in actions)
-        return Applied(targets=[firing.master], actions=actions, details={**_details(firing), "processes": processes})
+        return kill_roles(ctx, f"{self.name} on {firing.master}", {firing.master: {"broker"}}, firing)
 
 
 class SssAloneMasterCrash(TriggeredFault):
