@@ -116,7 +116,7 @@ def _group_spans(states: list[dict[str, Any]], group: str, end_s: float) -> list
 ROLE_KINDS = {"master": "role-master", "leader": "role-master", "slave": "role-slave", "follower": "role-slave",
               "candidate": "role-candidate", "down": "role-down"}
 # Role colours stay apart from the node and fault colours (FAULT_PALETTE): a lane's colour says the role.
-ROLE_COLOURS = {"master": "#E7298A", "role-slave": "#D9D9D9", "role-candidate": "#FFF2AE", "role-down": DOWN_COLOUR,
+ROLE_COLOURS = {"master": "#B8E186", "role-slave": "#D9D9D9", "role-candidate": "#FFF2AE", "role-down": DOWN_COLOUR,
                 "role-other": "#FFFFFF"}
 
 
@@ -129,7 +129,9 @@ def _role_spans(states: list[dict[str, Any]], group: str, node: str, view, end_s
     say master at once show as two master bars one above the other."""
     def role(line: dict[str, Any]) -> tuple[Any, ...]:
         now = (view(line).get("members") or {}).get(node)
-        claims = now in ("master", "leader")
+        # The group's epoch / term is the one its reported master gives; another member that
+        # also claims master (split brain) is not known to be at that epoch.
+        claims = now in ("master", "leader") and view(line).get("master") == node
         return (now, view(line).get("epoch") if claims else None, view(line).get("term") if claims else None)
     spans = []
     for start, stop, (now, epoch, term) in _spans_of(_changes(states, role), end_s):

@@ -28,6 +28,7 @@ class GroupState:
 
     group: str
     masters: tuple[str, ...]          # every member that said it was master / leader
+    master: str | None                # the master the group reports (its epoch / term is this one's)
     epoch: int | None
     term: int | None
     sync_state_set: tuple[str, ...] | None
@@ -41,8 +42,8 @@ class GroupState:
             f" at term {self.term}" if self.term is not None else "")
         if len(self.masters) > 1:
             both = "both" if len(self.masters) == 2 else "all"
-            newest = f"; the newest master is at {rank.strip().removeprefix('at ')}" if rank else ""
-            said = f"{_and(self.masters)} {both} claimed master at once (split brain{newest})"
+            reported = f"; the group reports {self.master}{rank}" if self.master and rank else ""
+            said = f"{_and(self.masters)} {both} claimed master at once (split brain{reported})"
         elif self.masters:
             said = f"{self.masters[0]} was master{rank}"
         else:
@@ -134,7 +135,8 @@ def group_states(line: dict[str, Any]) -> tuple[GroupState, ...]:
         if not masters and view.get("master"):
             masters = (str(view["master"]),)
         sss = view.get("sync_state_set")
-        out.append(GroupState(str(group), masters, view.get("epoch"), view.get("term"),
+        out.append(GroupState(str(group), masters, str(view["master"]) if view.get("master") else None,
+                              view.get("epoch"), view.get("term"),
                               tuple(map(str, sss)) if isinstance(sss, list) else None, tuple(sorted(members.items()))))
     return tuple(out)
 

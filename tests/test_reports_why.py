@@ -52,7 +52,7 @@ def test_findings_name_the_window_the_acknowledging_node_and_the_masters_with_th
                                 "(leader-partition on n2, 4.02–10.09 s) between 4.50 and 6.04 s; "
                                 "n2 was a target of that fault.")
     texts = {s.count: s.text(first.node) for s in first.states}
-    assert texts[5] == ("broker-a: n1 and n2 both claimed master at once (split brain; the newest master is at "
+    assert texts[5] == ("broker-a: n1 and n2 both claimed master at once (split brain; the group reports n1 at "
                         "epoch 2), SyncStateSet {n1, n3}")
     assert texts[1] == "broker-a: n2 was master at epoch 1, SyncStateSet {n1, n2, n3}"
     assert why.summary(found) == ("9 acknowledged writes were lost: 6 by n2 in window #0 (leader-partition) "
@@ -83,6 +83,8 @@ def test_role_lanes_draw_one_lane_per_member_so_two_masters_overlap_in_time():
     n2 = [s for s in masters if s.lane == "broker-a n2"]
     assert any(a.start < b.stop and b.start < a.stop for a in n1 for b in n2)   # both master at once
     assert {s.label for s in n1} == {"master · epoch 2", "master · epoch 3"}
+    # n2 still says master while cut off: the group's epoch is n1's, not given to n2
+    assert [s.label for s in n2] == ["master · epoch 1", "master", "master"]
     # the role colours are not the node or fault colours
     from reports.charts import FAULT_PALETTE
     assert not {s.colour for s in spans if s.data[0].startswith("role-")} & set(FAULT_PALETTE)
