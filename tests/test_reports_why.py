@@ -5,6 +5,11 @@ from __future__ import annotations
 import gzip
 import http.client
 import threading
+from pathlib import Path
+
+from harness.campaign import load_campaign, plan
+from harness.campaign.plan import run_spec
+from harness.run import fault_schedule
 
 from reports import stats, why
 from reports.campaign import render_campaign
@@ -178,3 +183,15 @@ def test_serve_sends_logs_as_text_and_compresses_pages_for_clients_that_accept_g
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_rocketmq_comparison_campaign_gives_compare_html_enough_windows_per_mode_and_fault():
+    campaign = load_campaign(Path(__file__).resolve().parents[1] / "campaigns" / "rocketmq-compare.yaml")
+    windows: dict[tuple[str, str], int] = {}
+    for run in plan(campaign).runs:
+        starts = sum(1 for e in fault_schedule(run_spec(campaign, run, Path("store"), inventory=None))
+                     if e.phase == "start")
+        windows[(run.profile, run.fault)] = windows.get((run.profile, run.fault), 0) + starts
+    assert set(windows) == {(p, f) for p in ("rmq-dledger-3", "rmq-controller-3")
+                            for f in ("leader-kill", "leader-partition")}
+    assert min(windows.values()) >= 3 * stats.min_samples() == 12
