@@ -18,6 +18,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from records import CampaignJson
+from reports import why
 from reports.assets import install_assets, store_assets_folder
 from reports.charts import base_layout, figure_div, fault_colours
 from reports.load import campaign_dirs, load_run, read_store_file, section
@@ -174,7 +175,8 @@ def run_row(campaign_dir: Path, planned: dict[str, Any], done: dict[str, Any] | 
     row.lost, row.duplicated = acknowledged_not_in_log(counts), _count(counts.get("duplicated"))
     row.anomalies = run_anomalies(facts.checkers)
     row.bugs = [str(b) for b in facts.get("bugs") or []]
-    row.lost_examples = list(queue.get("lost") or [])[:20]
+    windows = [w for w in rto.get("windows") or [] if isinstance(w, dict)]
+    row.lost_examples = [lost_example(m, windows) for m in list(queue.get("lost") or [])[:20]]
     row.rto = [v for w in rto.get("windows") or [] if isinstance(w, dict)
                for v in [_number(w.get("unavailable_s"))] if v is not None]
     row.availability = _number(section(rto, "availability", "in_faults").get("availability"))
@@ -188,6 +190,19 @@ def run_row(campaign_dir: Path, planned: dict[str, Any], done: dict[str, Any] | 
     if reproducer.is_file():
         row.reproducer = relative_url(reproducer, campaign_dir)
     return row
+
+
+def lost_example(message: Any, windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One lost message of the queue checker as table columns: its id, queue, how often it
+    was sent and with what outcome, when first sent (s), and the fault window it was sent in."""
+    if not isinstance(message, dict):
+        return {"id": message}
+    sent = _number(message.get("first_send_s"))
+    window = why.window_of(sent, windows)
+    return {"id": message.get("id"), "queue": message.get("key"), "sends": message.get("sends"),
+            "outcome": message.get("send_outcome"), "sent_at_s": sent, "consumed": message.get("consumed"),
+            "window": f"#{window.get('id')} {window.get('fault')}" if window else
+            ("outside the fault windows" if sent is not None else None)}
 
 
 def acknowledged_not_in_log(counts: dict[str, Any]) -> int | None:

@@ -382,17 +382,38 @@ def lin_section(facts: StoredRun, history: History | None, history_problem: str 
 def nemesis_section(facts: StoredRun, windows: list[dict[str, Any]]) -> Section:
     out = Section()
     if windows:
-        out.data["windows"] = [dict(w, label=window_label(w), grudge=section(w, "details").get("grudge")
-                                    if isinstance(w.get("details"), dict) else _grudge_of(w.get("details")))
+        out.data["windows"] = [dict(w, label=window_label(w), length_s=run_charts.window_length(w),
+                                    targets_text=targets_text(w.get("targets")),
+                                    grudge_text=grudge_text(section(w, "details").get("grudge")
+                                                            if isinstance(w.get("details"), dict)
+                                                            else _grudge_of(w.get("details"))))
                                for w in windows]
         return out
     events, problems = read_jsonl(facts.path / "nemesis.jsonl")
     out.problems += [p for p in problems if not p.endswith(": missing")]
     out.data["events"] = [dict(time_s=e.get("time", 0) / 1e9 if isinstance(e.get("time"), int) else None,
                                fault=e.get("f"), phase=section(e, "value").get("phase"),
-                               targets=section(e, "value").get("targets"), grudge=section(e, "value").get("grudge"))
+                               targets_text=targets_text(section(e, "value").get("targets")),
+                               grudge_text=grudge_text(section(e, "value").get("grudge")))
                           for e in events]
     return out
+
+
+def targets_text(targets: Any) -> str:
+    """A fault's targets in words: `n1, n2`, or `none` (not the JSON list)."""
+    if isinstance(targets, list):
+        return ", ".join(map(str, targets)) or "none"
+    return "–" if targets is None else str(targets)
+
+
+def grudge_text(grudge: Any) -> str:
+    """A partition's grudge in words, one clause per node that drops traffic:
+    `n2 cannot reach n1, n3; n1 cannot reach n2`."""
+    if not isinstance(grudge, dict) or not grudge:
+        return "–"
+    clauses = [f"{node} cannot reach {', '.join(map(str, blocked))}"
+               for node, blocked in sorted(grudge.items()) if isinstance(blocked, list) and blocked]
+    return "; ".join(clauses) or "no node cut off"
 
 
 def _grudge_of(details: Any) -> Any:

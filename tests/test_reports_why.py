@@ -195,3 +195,16 @@ def test_the_rocketmq_comparison_campaign_gives_compare_html_enough_windows_per_
     assert set(windows) == {(p, f) for p in ("rmq-dledger-3", "rmq-controller-3")
                             for f in ("leader-kill", "leader-partition")}
     assert min(windows.values()) >= 3 * stats.min_samples() == 12
+
+
+def test_nemesis_and_lost_tables_say_targets_grudges_and_windows_in_words():
+    from reports.campaign import lost_example
+    from reports.run_report import grudge_text, targets_text
+    assert targets_text(["n2"]) == "n2" and targets_text([]) == "none" and targets_text(None) == "–"
+    assert grudge_text({"n1": ["n2"], "n2": ["n1", "n3"], "n3": []}) == "n1 cannot reach n2; n2 cannot reach n1, n3"
+    assert grudge_text(None) == "–"
+    row = lost_example({"id": "149", "key": "1", "sends": 1, "send_outcome": "ok", "first_send_s": 4.5,
+                        "consumed": 0, "same_offset": None}, WINDOWS)
+    assert row == {"id": "149", "queue": "1", "sends": 1, "outcome": "ok", "sent_at_s": 4.5, "consumed": 0,
+                   "window": "#0 leader-partition"}
+    assert lost_example({"id": "x", "first_send_s": 12.0}, WINDOWS)["window"] == "outside the fault windows"
