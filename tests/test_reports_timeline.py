@@ -141,6 +141,10 @@ def test_the_run_page_opens_with_why_naming_the_acknowledging_nodes_windows_and_
     # a finding's link opens its first lost message on the timeline
     page.click("#why .why-finding a")
     page.wait_for_selector("#anomaly-details[data-anomaly^='lost-']", timeout=30_000)
+    # ... and rings it on the chart
+    anchor = page.get_attribute("#anomaly-details", "data-anomaly")
+    page.wait_for_function("""a => (document.getElementById('timeline').data || [])
+        .some(t => t.meta && t.meta.selected === a && t.x.length > 0)""", arg=anchor, timeout=10_000)
     assert loaded.errors == []
 
 
