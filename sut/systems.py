@@ -124,7 +124,10 @@ SYSTEMS: dict[str, System] = {
         queue_client="workloads.rocketmq_client:RocketMQClient",
         release_problem="sut.rocketmq.release:problem",
         refused_workloads={"register": "real RocketMQ has no key-value store (the model's Raft KV is ours); "
-                                       "use queue or log"}),
+                                       "use queue or log",
+                           "group": "the group workload drives the model's own consumer group (sut/client.py "
+                                    "GroupMember); RocketMQ's lite-pull/push consumer with its own rebalancing "
+                                    "is not wired into the JVM driver yet"}),
 }
 
 
