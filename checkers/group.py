@@ -37,7 +37,10 @@ from .context import CheckContext, RunFacts
 from .registry import Sections
 
 EXAMPLES = 5
-INVALID = ("lost", "skip", "order")
+# The invalid findings, each with the problem line a report shows ("<count> <what>").
+INVALID = {"lost": "acknowledged message(s) never delivered to the group (lost)",
+           "skip": "message(s) below an offset the broker gave as committed, never delivered (skip)",
+           "order": "poll(s) within one consumer's hold of a queue not in offset order (order)"}
 
 
 @dataclass
@@ -68,7 +71,8 @@ class GroupFindings:
             "duplicates_offset_rollback", "holds", "rebalances", "commits")}
         checked = counts["holds"] > 0
         valid: Any = (not any(counts[k] for k in INVALID)) if checked else "unknown"
-        out = {"valid": valid, "counts": counts, "examples": {k: v for k, v in self.examples.items() if v}}
+        out = {"valid": valid, "counts": counts, "examples": {k: v for k, v in self.examples.items() if v},
+               "problems": [f"{counts[k]} {text}" for k, text in INVALID.items() if counts[k]]}
         if not checked:
             out["reason"] = "no consumer ever held a queue: nothing was consumed"
         return out

@@ -25,6 +25,7 @@ class Bug:
     modes: tuple[str, ...]        # profile modes whose processes run the buggy path
     roles: tuple[str, ...]        # process roles the flag is switched on in
     needs_faults: tuple[str, ...] = ()   # specific faults (beyond a family) without which it stays hidden
+    workloads: tuple[str, ...] = ()      # the workloads that can see it; empty: any
 
 
 BUGS: dict[str, Bug] = {bug.name: bug for bug in (
@@ -94,7 +95,8 @@ BUGS: dict[str, Bug] = {bug.name: bug for bug in (
         "processing is the classic cause of skipped consumption",
         "skip and lost (group checker): the next holder of a queue after a rebalance or failover "
         "starts at the stored offset, past messages nobody consumed",
-        ("kill", "partition"), ("controller", "dledger", "master-slave", "single"), ("broker",)),
+        ("kill", "partition"), ("controller", "dledger", "master-slave", "single"), ("broker",),
+        workloads=("group",)),   # only the group workload reads committed offsets back
 )}
 
 

@@ -146,3 +146,13 @@ def test_the_checker_finds_a_skip_below_a_committed_offset_and_an_order_gap():
 
 def test_the_checker_says_unknown_when_no_consumer_held_a_queue():
     assert check_rows([_send(0, 1, 0, 0)])["valid"] == "unknown"
+
+
+def test_teeth_runs_the_commit_ahead_bug_only_where_the_group_workload_runs():
+    from harness.campaign.model import load_campaign
+    from harness.campaign.teeth import bug_campaign, cells
+    from pathlib import Path
+    campaigns = Path(__file__).resolve().parent.parent / "campaigns"
+    assert cells(load_campaign(campaigns / "smoke.yaml"), "offset-commit-ahead")[2] == "the workload group"
+    nightly = bug_campaign(load_campaign(campaigns / "nightly.yaml"), "offset-commit-ahead")
+    assert nightly is not None and nightly.workloads == ("group",) and nightly.bugs == ("offset-commit-ahead",)

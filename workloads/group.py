@@ -242,7 +242,12 @@ class GroupWorkload(OnTopic, Workload):
 
     # -- final phase: everyone back, drain ---------------------------------------------------
     async def final_phase(self, run: OpRunner) -> None:
-        await run_together(self._drain(run, worker) for worker in self.state)
+        try:
+            await run_together(self._drain(run, worker) for worker in self.state)
+        finally:
+            for state in self.state.values():
+                if state.member is not None:
+                    await state.member.close()
 
     async def _drain(self, run: OpRunner, worker: int) -> None:
         state, quiet = self.state[worker], 0
