@@ -8,9 +8,11 @@ import json
 import signal
 import threading
 
-import pytest
+from pathlib import Path
 
 from checkers.group import check_rows
+from harness.campaign import load_campaign
+from harness.campaign.teeth import bug_campaign, cells
 from sut import systems
 from sut.client import GroupMember
 from sut.consumer_groups import ConsumerGroups, allocate_averagely
@@ -149,9 +151,6 @@ def test_the_checker_says_unknown_when_no_consumer_held_a_queue():
 
 
 def test_teeth_runs_the_commit_ahead_bug_only_where_the_group_workload_runs():
-    from harness.campaign.model import load_campaign
-    from harness.campaign.teeth import bug_campaign, cells
-    from pathlib import Path
     campaigns = Path(__file__).resolve().parent.parent / "campaigns"
     assert cells(load_campaign(campaigns / "smoke.yaml"), "offset-commit-ahead")[2] == "the workload group"
     nightly = bug_campaign(load_campaign(campaigns / "nightly.yaml"), "offset-commit-ahead")
