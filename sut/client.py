@@ -357,20 +357,28 @@ class Consumer(_ClientBase):
         """The readable queues of a topic (RouteUnavailable if there is no route)."""
         return (await self.route(topic)).message_queues(PERM_READ)
 
-    async def _candidates(self, mq: MessageQueue, refresh: bool = False) -> list[str]:
+    offsets_on_master_only = False   # commits and offset queries fall back to slaves too
+
+    async def _candidates(self, mq: MessageQueue, refresh: bool = False, master_only: bool = False) -> list[str]:
         route = await self.route(mq.topic, refresh=refresh)
+        if master_only:
+            master = route.master(mq.broker_name)
+            return [master] if master else []
         addrs = route.replicas(mq.broker_name)
         return list(reversed(addrs)) if self.read_from == "slave" else addrs
 
     async def _call(self, mq: MessageQueue, code: RequestCode, fields: dict[str, Any],
-                    timeout: float | None = None) -> tuple[Command | None, str | None, str, Outcome]:
+                    timeout: float | None = None,
+                    master_only: bool = False) -> tuple[Command | None, str | None, str, Outcome]:
         """Try the group's brokers in preference order; (reply, addr, error, outcome of failure)."""
         timeout = self.timeout if timeout is None else timeout
         try:
-            addrs = await self._candidates(mq)
+            addrs = await self._candidates(mq, master_only=master_only)
         except RouteUnavailable as exc:
             return None, None, str(exc), exc.outcome
         if not addrs:
+            if self.refresh_on_failure:
+                self.expire_route(mq.topic)   # the route may predate the group's master coming back
             return None, None, f"no broker of group {mq.broker_name} in the route", Outcome.FAIL
         errors, outcomes = [], []
         for addr in addrs:
@@ -417,7 +425,7 @@ class Consumer(_ClientBase):
 
     async def _offset_call(self, mq: MessageQueue, code: RequestCode, **extra: Any) -> OffsetResult:
         fields = {"topic": mq.topic, "queue_id": mq.queue_id, "group": self.group, **extra}
-        reply, addr, error, failed = await self._call(mq, code, fields)
+        reply, addr, error, failed = await self._call(mq, code, fields, master_only=self.offsets_on_master_only)
         if reply is None:
             return OffsetResult(failed, "UNREACHABLE", error=error)
         status = status_name(reply.code)
@@ -473,6 +481,10 @@ class GroupMember(Consumer):
     topic, reads the group's member list from a broker and takes its share of the
     queues by AllocateMessageQueueAveragely (sut/consumer_groups.py), as RocketMQ's
     RebalanceImpl does on each consumer, uncoordinated."""
+
+    # RocketMQ's offset store asks findBrokerAddressInSubscribe for the master alone: a
+    # commit to a slave would be overwritten by its next copy of the master's offsets.
+    offsets_on_master_only = True
 
     def __init__(self, namesrv_addrs: list[str] | str, group: str, client_id: str | None = None,
                  timeout: float = 3.0) -> None:
