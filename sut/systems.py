@@ -129,7 +129,10 @@ SYSTEMS: dict[str, System] = {
         default_release="sut.rocketmq.release:pinned",
         release_refusal="sut.rocketmq.release:refusal",
         refused_workloads={"register": "real RocketMQ has no key-value store (the model's Raft KV is ours); "
-                                       "use queue or log"}),
+                                       "use queue or log",
+                           "group": "the group workload drives the model's own consumer group (sut/client.py "
+                                    "GroupMember); RocketMQ's lite-pull/push consumer with its own rebalancing "
+                                    "is not wired into the JVM driver yet"}),
 }
 
 

@@ -59,6 +59,8 @@ def cells(campaign: Campaign, name: str) -> tuple[list[str], list[str], str | No
     faults = [f for f in campaign.faults if families(f) & set(bug.families)
               and (not bug.needs_faults or _fault_names(f) & set(bug.needs_faults))]
     missing = []
+    if not _workloads(campaign, bug):
+        missing.append(f"the workload {' or '.join(bug.workloads)}")
     if not profiles:
         missing.append(f"an expected-safe profile of mode {' or '.join(bug.modes)}")
     if not faults:
@@ -67,13 +69,19 @@ def cells(campaign: Campaign, name: str) -> tuple[list[str], list[str], str | No
     return profiles, faults, (" and ".join(missing) or None)
 
 
+def _workloads(campaign: Campaign, bug: bug_library.Bug) -> tuple[str, ...]:
+    """The campaign's workloads that can see the bug."""
+    return tuple(w for w in campaign.workloads if not bug.workloads or w in bug.workloads)
+
+
 def bug_campaign(campaign: Campaign, name: str) -> Campaign | None:
     """The campaign restricted to the cells that can expose `name`, with the bug switched on."""
     profiles, faults, missing = cells(campaign, name)
     if missing:
         return None
     return campaign.model_copy(update={"name": f"{campaign.name}-teeth-{name}"[:64], "profiles": tuple(profiles),
-                                       "faults": tuple(faults), "bugs": (name,)})
+                                       "faults": tuple(faults), "bugs": (name,),
+                                       "workloads": _workloads(campaign, bug_library.get(name))})
 
 
 def verdict_of(campaign_dir: Path, name: str) -> BugVerdict:
