@@ -413,8 +413,12 @@ class RunLifecycle:
         if not runner.firings:
             return
         path = self.run.path / schedule_file.FILE_NAME
-        recorded = schedule_file.load(path).with_firings(runner.firings)
-        schedule_file.save(path, recorded)
+        try:
+            recorded = schedule_file.load(path).with_firings(runner.firings)
+            schedule_file.save(path, recorded)
+        except (OSError, ValueError) as exc:  # never mask how the run itself ended
+            self.record.notes.append(f"could not record the triggers' instants in {path.name}: {exc}")
+            return
         for window in recorded.unfired():
             self.record.notes.append(f"trigger {window.trigger} of {window.fault} (armed {window.start:g}s to "
                                      f"{window.end:g}s) never fired: the fault was not applied")
