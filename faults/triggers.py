@@ -267,6 +267,7 @@ class MasterSlaveIsolate(TriggeredFault):
 
     name = "master-slave-isolate"
     trigger_name = "master-with-slave"
+    min_nodes = 2
     description = ("when a master has a slave up, partition the master and one of its slaves "
                    "(a SyncStateSet member if any) away from every other node; heal at stop")
 
