@@ -36,7 +36,7 @@ COUNTEREXAMPLE_BEFORE, COUNTEREXAMPLE_AFTER = 12, 6
 LIN_CONTEXT = 2_000
 LOG_FILES_SHOWN = 200
 # `chaos run` options that replay a run, in the order a person would write them.
-REPLAY_OPTIONS = (("profile", "--profile"), ("workload", "--workload"), ("faults", "--fault"),
+REPLAY_OPTIONS = (("profile", "--profile"), ("rocketmq_version", "--rocketmq-version"), ("workload", "--workload"), ("faults", "--fault"),
                   ("time", "--time"), ("interval", "--interval"), ("recovery", "--recovery"),
                   ("rate", "--rate"), ("concurrency", "--concurrency"), ("seed", "--seed"),
                   ("nodes", "--nodes"), ("queues", "--queues"), ("keys", "--keys"), ("ordered", "--ordered"),

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.campaign.gates import families
-from harness.campaign.model import COMBINE, Campaign, CampaignError
+from harness.campaign.model import COMBINE, Campaign, CampaignError, profile_of
 from harness.campaign.plan import plan
 from reports.campaign import anomaly_text, load_campaign_view
 from sut import bugs as bug_library
-from sut import profiles as sut_profiles
+from sut import systems
 
 CAUGHT, MISSED, NOT_EXERCISABLE, ERROR = "caught", "missed", "not exercisable", "error"
 
@@ -54,8 +54,8 @@ def _fault_names(entry: str) -> set[str]:
 def cells(campaign: Campaign, name: str) -> tuple[list[str], list[str], str | None]:
     """The campaign's profiles and fault entries that can expose bug `name`, or what is missing."""
     bug = bug_library.get(name)
-    profiles = [p for p in campaign.profiles if sut_profiles.get(p).mode in bug.modes
-                and set(bug.families).isdisjoint(sut_profiles.get(p).unsafe_under)]
+    profiles = [p for p in campaign.profiles if systems.profile(profile_of(p)).mode in bug.modes
+                and set(bug.families).isdisjoint(systems.profile(profile_of(p)).unsafe_under)]
     faults = [f for f in campaign.faults if families(f) & set(bug.families)
               and (not bug.needs_faults or _fault_names(f) & set(bug.needs_faults))]
     missing = []
