@@ -5,6 +5,7 @@ from typing import Callable
 
 from . import perf, rto, stats
 from .context import CheckContext, RunFacts
+from .invariants import InvariantsChecker
 from .linearizable import LinearizableChecker
 from .queue import QueueChecker
 from .registry import BUILTIN, Sections, register
@@ -26,5 +27,5 @@ class EveryRun:
 
 for checker in (EveryRun("stats", ("stats",), stats.check), QueueChecker(),
                 EveryRun("rto", ("rto",), rto.check), EveryRun("perf", ("perf",), perf.check),
-                LinearizableChecker()):
+                LinearizableChecker(), InvariantsChecker()):
     register(checker, origin=BUILTIN)
