@@ -89,3 +89,22 @@ def test_ci_script_sets_ci_itself_before_running_the_tests():
     exported = re.search(r"^export CI=true$", script, re.M)
     runs = re.search(r"^bash scripts/test\.sh", script, re.M)
     assert exported and runs and exported.start() < runs.start()
+
+
+def load_catch_rate():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("catch_rate", ROOT / "bench" / "catch_rate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_catch_rate_counts_a_run_that_did_not_complete_as_not_caught_and_prints_both_rates():
+    catch_rate = load_catch_rate()
+    lost = {"valid": False, "checkers": {"queue": {"valid": False, "counts": {"lost": 3}}}}
+    slow = {"valid": False, "checkers": {"queue": {"valid": True, "counts": {"lost": 0}},
+                                         "rto": {"valid": False}}}
+    tally = catch_rate.tally([1, 2, 3, 4], [1, 2], [lost, slow])
+    assert tally == {"attempted": 4, "completed": 2, "caught": 1, "invalid": 2}
+    line = catch_rate.rate_line(tally)
+    assert "caught 1 of 4 seeds (25%)" in line and "1 of 2 completed runs (50%)" in line
