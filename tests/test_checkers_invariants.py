@@ -71,3 +71,22 @@ def test_quiet_logs_give_a_valid_checked_section(tmp_path):
     run.node_file("n1", "broker-0", "broker.log", "2025-11-25 00:00:01 INFO main - the broker boots")
     section = invariants.section_of(run.dir)
     assert (section["valid"], section["checked"], section["files"], section["anomalies"]) == (True, True, 1, [])
+
+
+def test_the_timeline_places_each_breach_at_its_time_in_the_lane_of_the_nearest_operation():
+    from reports.history import NS, History
+    from reports.timeline import INVARIANT_CATEGORY, anomaly_traces, invariant_entries
+    history = History({"index": [0, 1, 2], "process": [4, 7, 9], "f": ["send", "poll", "send"],
+                       "type": ["ok", "ok", "info"], "invoke_time": [0, 2 * NS, 5 * NS],
+                       "complete_time": [1 * NS, 3 * NS, None], "node": ["n1", "n2", None]})
+    section = {"anomalies": [{"kind": "raft-commit-index-back", "safety": True, "node": "n2", "process": "broker-1",
+                              "time_s": 3.4, "file": "invariants.jsonl", "line_number": 1, "line": "{...}"},
+                             {"kind": "rocketmq-bug-line", "safety": False, "node": "n3", "time_s": None,
+                              "line": "[BUG] x"}]}
+    placed, unplaced = invariant_entries(history, section)
+    assert placed["category"] == INVARIANT_CATEGORY and placed["label"] == "raft-commit-index-back on n2"
+    assert placed["ops"] == [{"index": 1, "process": 7, "f": "poll", "node": "n2", "x": 3.4, "type": "ok"}]
+    assert ["line", "{...}"] in placed["fields"]
+    assert unplaced["ops"] == [] and unplaced["label"].endswith("(not safety)")
+    [trace] = anomaly_traces({INVARIANT_CATEGORY: [placed, unplaced]})
+    assert (trace["x"], trace["y"]) == ([3.4], [7])
