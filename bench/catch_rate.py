@@ -37,7 +37,7 @@ from harness.campaign.teeth import safety_anomalies
 from harness.run import RunLifecycle
 from harness.spec import build_spec
 from inventory import netns
-from sut import profiles as sut_profiles
+from sut import systems
 
 
 def main() -> int:
@@ -59,7 +59,7 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     name = f"catch-{os.getpid()}"
-    inventory = netns.up(name, max(5, sut_profiles.get(args.profile).nodes_needed), persistent=False)
+    inventory = netns.up(name, max(5, systems.profile(args.profile).nodes_needed), persistent=False)
     store = Path(tempfile.mkdtemp(prefix="catch-rate-"))
     runs, attempted = [], []
     try:

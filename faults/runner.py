@@ -40,7 +40,7 @@ class ActiveFault:
 def nemesis_event(fault: str, phase: str, time_ns: int, targets: Iterable[str] = (),
                   grudge: dict[str, list[str]] | None = None, error: str | None = None,
                   **extra: Any) -> dict[str, Any]:
-    """One nemesis.jsonl line in the history format (DESIGN.md 4.2)."""
+    """One nemesis.jsonl line in the history format (docs/history-format.md)."""
     value = {"phase": phase, "targets": list(targets), "grudge": grudge, **extra}
     return {"process": "nemesis", "type": "info", "f": fault, "key": None, "value": value,
             "time": time_ns, "node": None, "error": error}

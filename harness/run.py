@@ -1,4 +1,4 @@
-"""One run, end to end (DESIGN.md section 3): the lifecycle behind `chaos run`.
+"""One run, end to end (docs/architecture.md, "One run"): the lifecycle behind `chaos run`.
 
     cluster -> deploy -> workload + fault schedule -> heal -> workload goes on
     for the recovery period -> final phase (drain) -> collect logs -> stop ->
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import os
 import platform
 import random
@@ -29,15 +27,14 @@ import traceback
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 import faults
 import nuclei
-import workloads
 from checkers.ops import WRITE_FUNCTIONS
 from faults.crash import needs_crash_fs
 from faults.runner import ActiveFault, run_schedule
-from faults.schedule import FaultSpec, ScheduleSpec, ScheduledEvent, plan
+from faults.schedule import FaultSpec
 from faults.targets import normalize_roles
 from faults.validate import validate
 from harness.cluster_state import FILE_NAME as CLUSTER_FILE, ClusterRecorder
@@ -45,15 +42,16 @@ from harness.console import LiveStatus, deferred_sigint, live_display, please_wa
 from harness.signals import run_stoppable, stop_reason
 from harness.stale import release_lease, take_lease
 from harness import schedule as schedule_file
+from harness.plan import fault_schedule, from_spec, make_workload, operation_plan, plan_summary
 from harness.spec import RunSpec
 from harness.store import RunDir, Store, slug, write_json, write_text
 from inventory import Inventory, InventoryError, Pool, docker, load, netns
 from records import CampaignJson, CheckInputs, RunJson
-from sut.deploy import DeployError, Deployer, make_deployer
-from sut import profiles
-from workloads.base import Workload, run_together
+from sut.deploy import DeployError, make_deployer
+from sut import systems
+from sut.systems import Deployer
+from workloads.base import run_together
 from workloads.clients import Endpoints
-from workloads.generator import GeneratorSpec, LazyPlan, PlannedOp
 from workloads.history import Clock, EventLog
 from workloads.register import serves_kv
 from workloads.runner import WorkloadRun
@@ -64,51 +62,6 @@ HEALTHY_TIMEOUT_S = 90.0
 
 class RunError(Exception):
     """A run could not go on (cluster, deploy, fault setup): one line, recorded in run.json."""
-
-
-# -- planning (pure): what `--dry-run` shows and run.json records --------------------------
-
-def make_workload(spec: RunSpec) -> Workload:
-    return workloads.WORKLOADS[spec.workload](spec.workload_options())
-
-
-def fault_schedule(spec: RunSpec, fault_specs: list[FaultSpec] | None = None) -> list[ScheduledEvent]:
-    """The fault schedule of the run: a pure function of (seed, spec)."""
-    if spec.windows is not None:
-        return schedule_file.events(spec.windows, spec.seed)
-    specs = fault_specs or [FaultSpec.parse(text) for text in spec.faults]
-    schedule = ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.duration,
-                                   overlap=[FaultSpec.parse(text) for text in spec.overlap])
-    return plan(spec.seed, schedule, spec.time) if spec.has_faults else []
-
-
-def operation_plan(spec: RunSpec, workload: Workload | None = None) -> LazyPlan:
-    """The workload runs through the faults (--time) and the recovery after them; the plan
-    is generated as it is used (run.Plan.ops holds no list)."""
-    workload = workload or make_workload(spec)
-    return LazyPlan(GeneratorSpec(seed=spec.seed, rate=spec.rate, concurrency=spec.concurrency,
-                                  duration=spec.time + spec.recovery), workload)
-
-
-def plan_summary(spec: RunSpec, ops: Iterable[PlannedOp] | None = None) -> dict[str, Any]:
-    """Counts and digests of the operation and fault schedules (same seed, same digests).
-
-    The operations' digest is of their JSON list, fed one operation at a time."""
-    ops = operation_plan(spec) if ops is None else ops
-    digest, count, counts = hashlib.sha256(b"["), 0, {}
-    for op in ops:
-        digest.update((", " if count else "").encode()
-                      + json.dumps([op.at, op.worker, op.f, op.key, op.value], sort_keys=True).encode())
-        count += 1
-        counts[op.f] = counts.get(op.f, 0) + 1
-    digest.update(b"]")
-    # An event's seed picks its targets when it starts: part of "the same faults".
-    schedule = [{"offset_s": ev.offset, "fault": ev.fault.label(), "phase": ev.phase, "window": ev.window,
-                 "seed": ev.seed} for ev in fault_schedule(spec)]
-    return {"operations": count, "by_f": counts,
-            "operations_digest": digest.hexdigest()[:16],
-            "faults": schedule,
-            "faults_digest": hashlib.sha256(json.dumps(schedule).encode()).hexdigest()[:16]}
 
 
 # -- the record (run.json) -------------------------------------------------------------
@@ -130,9 +83,9 @@ def versions() -> dict[str, Any]:
 def check_inputs(spec: RunSpec, summary: dict[str, Any]) -> CheckInputs:
     """The facts the checkers read from run.json: settings, thresholds and the profile's timings."""
     try:
-        detection = profiles.failure_detection_s(spec.profile, spec.timing)
-        window = profiles.failover_window_s(spec.profile, spec.timing)
-    except profiles.ProfileError:
+        detection = systems.failure_detection_s(spec.profile, spec.timing)
+        window = systems.failover_window_s(spec.profile, spec.timing)
+    except systems.ProfileError:
         detection = window = None
     return CheckInputs(workload=spec.workload, profile=spec.profile, seed=spec.seed, ordered=spec.ordered,
                        rto_threshold_s=spec.rto_threshold_s, min_availability=spec.min_availability,
@@ -284,7 +237,7 @@ class RunLifecycle:
         self.workload = make_workload(spec)
         self.ops = operation_plan(spec, self.workload)
         self.record.summary = plan_summary(spec, self.ops)
-        schedule_file.save(self.run.path / schedule_file.FILE_NAME, schedule_file.from_spec(spec))
+        schedule_file.save(self.run.path / schedule_file.FILE_NAME, from_spec(spec))
         if spec.failover_warning():
             self.record.notes.append(spec.failover_warning())
 
@@ -326,7 +279,7 @@ class RunLifecycle:
 
     # -- on the cluster ---------------------------------------------------------------------
     def _on_cluster(self, inventory: Inventory) -> None:
-        needed = profiles.get(self.spec.profile).nodes_needed
+        needed = systems.profile(self.spec.profile).nodes_needed
         if len(inventory.nodes) < needed:
             raise RunError(f"profile {self.spec.profile} needs {needed} nodes, "
                            f"inventory {inventory.name} has {len(inventory.nodes)}")

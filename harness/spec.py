@@ -18,7 +18,7 @@ import workloads
 from harness.bounds import run_size_problem
 from harness.schedule import FaultWindow
 from harness.store import StoreError, check_writable
-from sut import profiles
+from sut import profiles, systems
 from workloads.base import WorkloadOptions
 
 # Option names as the user types them, for error messages.
@@ -42,15 +42,15 @@ class SpecError(ValueError):
 # -- registries (one place for each fact: the names live in their own packages) -----
 
 def known_profiles() -> list[str]:
-    return sorted(profiles.PROFILES)
+    return sorted(systems.profiles())
 
 
 def nodes_needed(profile: str) -> int:
-    return profiles.get(profile).nodes_needed
+    return systems.profile(profile).nodes_needed
 
 
 def known_workloads() -> list[str]:
-    return sorted(workloads.WORKLOADS)
+    return sorted(workloads.known())
 
 
 def check_fault(text: str) -> None:
@@ -70,7 +70,7 @@ def refused_fault(profile: str, faults: list[str]) -> str | None:
     """Why one of these faults cannot apply to the profile (a crash on real RocketMQ), or None."""
     from faults.schedule import FaultSpec
     for text in faults:
-        reason = profiles.refused_fault(profile, FaultSpec.parse(text).name)
+        reason = systems.refused_fault(profile, FaultSpec.parse(text).name)
         if reason:
             return f"fault {text} on profile {profile}: {reason}"
     return None
@@ -140,15 +140,11 @@ def check_can_run_here(spec: "RunSpec") -> None:
 
 
 def check_release(profile: str) -> None:
-    """A real-RocketMQ profile needs the pinned release (JDK, Maven, registry): one line
-    saying what is missing, before any node is touched."""
-    if profiles.get(profile).system != "rocketmq":
-        return
-    from sut.rocketmq.release import ReleaseError, ensure
-    try:
-        ensure()
-    except ReleaseError as exc:
-        raise SpecError(f"profile {profile}: {exc}") from None
+    """A profile's system may need a release at hand (real RocketMQ: the pinned release,
+    a JDK, Maven, the registry): one line saying what is missing, before any node is touched."""
+    problem = systems.release_problem(profile)
+    if problem:
+        raise SpecError(f"profile {profile}: {problem}")
 
 
 def check_faults_fit_the_nodes(spec: "RunSpec") -> None:
@@ -172,10 +168,10 @@ def crash_reaching_a_majority(spec: "RunSpec", nodes: list[str]) -> str | None:
     from faults.crash import needs_crash_fs
     from faults.schedule import FaultSpec
     from faults.targets import majority_size, most_hit, normalize_roles
-    reason = profiles.refused_fault(spec.profile, "major-crash")
+    reason = systems.refused_fault(spec.profile, "major-crash")
     if reason is None:
         return None
-    profile = profiles.get(spec.profile)
+    profile = systems.profile(spec.profile)
     groups: dict[str, list[str]] = {}
     for proc in profile.of_role("broker"):
         groups.setdefault(proc.config.get("broker_name", ""), []).append(nodes[proc.node])
@@ -260,8 +256,8 @@ class RunSpec(BaseModel):
             return data
         data = dict(data)
         try:
-            window = profiles.failover_window_s(data.get("profile") or cls.model_fields["profile"].default,
-                                                data.get("timing") or cls.model_fields["timing"].default)
+            window = systems.failover_window_s(data.get("profile") or cls.model_fields["profile"].default,
+                                               data.get("timing") or cls.model_fields["timing"].default)
         except profiles.ProfileError:
             window = 1.0  # the field validators say what is wrong
         if data.get("duration") is None:
@@ -336,9 +332,9 @@ class RunSpec(BaseModel):
             raise ValueError("give either --nodes (local cluster) or --inventory, not both")
         if self.provider == "docker" and self.inventory is not None:
             raise ValueError("give either --provider docker (a local docker cluster) or --inventory, not both")
-        if self.bugs and profiles.get(self.profile).system != "model":
-            raise ValueError(f"--bug: the bug library lives in the model SUT; {self.profile} runs real "
-                             f"RocketMQ, which has none")
+        if self.bugs and not systems.takes_bugs(self.profile):
+            raise ValueError(f"--bug: the bug library lives in the model SUT; {self.profile} runs "
+                             f"{systems.system_of(self.profile).title}, which has none")
         if self.ordered and self.workload != "queue":
             raise ValueError(f"--ordered applies to the queue workload, not {self.workload}")
         needed = nodes_needed(self.profile)
@@ -359,7 +355,7 @@ class RunSpec(BaseModel):
                                    self.interval + self.duration if self.has_faults else None)
         if too_big:
             raise ValueError(too_big)
-        workload = workloads.WORKLOADS[self.workload]
+        workload = workloads.get(self.workload)
         problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
         problem = problem or refused_fault(self.profile, [*self.faults, *self.overlap])
         if problem:
@@ -386,13 +382,13 @@ class RunSpec(BaseModel):
 
     @property
     def detection_s(self) -> float:
-        """How long the profile takes to notice a failed master (sut.profiles)."""
-        return profiles.failure_detection_s(self.profile, self.timing)
+        """How long the profile takes to notice a failed master (sut.systems)."""
+        return systems.failure_detection_s(self.profile, self.timing)
 
     def failover_warning(self) -> str | None:
         """Why this run's fault windows cannot exercise a failover, or None."""
-        needed = profiles.failover_window_s(self.profile, self.timing)
-        if not self.has_faults or self.longest_window_s >= needed or not profiles.has_failover(self.profile):
+        needed = systems.failover_window_s(self.profile, self.timing)
+        if not self.has_faults or self.longest_window_s >= needed or not systems.has_failover(self.profile):
             return None
         return (f"warning: faults last {self.longest_window_s:g}s but {self.profile} needs {self.detection_s:g}s "
                 f"to detect a failed master ({needed:g}s with margin, timing {self.timing}): no failover "

@@ -52,7 +52,7 @@ def acked_and_consumed(run_dir: Path) -> tuple[set, set]:
 
 
 def assert_store_layout(run_dir: Path, store: Path, concurrency: int) -> None:
-    """Every file of DESIGN.md 4.1 that this run produces."""
+    """Every file of the store layout (docs/history-format.md) that this run produces."""
     campaign = run_dir.parent.parent
     assert (store / "latest").resolve() == campaign.resolve()
     assert (campaign / "campaign.json").is_file()

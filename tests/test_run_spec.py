@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import EXIT_ERROR, cli
-from harness.run import plan_summary
+from harness.plan import plan_summary
 from harness.spec import RunSpec, SpecError, build_spec
 
 

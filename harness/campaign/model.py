@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from harness.bounds import run_size_problem
 from harness.spec import check_fault, known_profiles, known_workloads
 from sut import bugs as bug_library
-from sut import profiles
+from sut import profiles, systems
 
 # `a+b` in a fault entry: `a` cycles, `b` overlaps inside every window of `a`.
 COMBINE = "+"
@@ -98,7 +98,7 @@ class Thresholds(Strict):
 
 
 class Gates(Strict):
-    """Which gates decide the exit code (DESIGN.md 8b); each can be switched off."""
+    """Which gates decide the exit code (docs/campaigns.md, "Gates"); each can be switched off."""
 
     safe_valid: bool = True
     no_lost_on_safe: bool = True
@@ -186,7 +186,7 @@ class Campaign(Strict):
         if nodes is None:  # an inventory file: its size is checked when a run loads it
             return self
         for name in self.profiles:
-            needed = profiles.get(name).nodes_needed
+            needed = systems.profile(name).nodes_needed
             if needed > nodes:
                 raise ValueError(f"inventory.nodes is {nodes} but profile {name} needs {needed} nodes")
         return self

@@ -16,9 +16,10 @@ from typing import Any
 
 import workloads
 from harness.campaign.model import COMBINE, Campaign, CampaignError
+from harness.plan import fault_schedule
 from harness.spec import RunSpec, SpecError, build_spec, refused_fault
 from harness.store import slug
-from sut import profiles as sut_profiles
+from sut import systems
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def plan(campaign: Campaign, only: str | None = None, store: Path = Path("store"
     runs, skipped = [], []
     for profile in campaign.profiles:
         for workload in campaign.workloads:
-            problem = workloads.WORKLOADS[workload].unsupported(profile)
+            problem = workloads.get(workload).unsupported(profile)
             if problem:
                 skipped.append(f"{profile} x {workload}: {problem}")
                 continue
@@ -97,7 +98,7 @@ def fault_problem(profile: str, fault: str) -> str | None:
     two nodes of master-slave), or None. Such cells are skipped, not run into an error."""
     import faults
     from faults.validate import validate
-    nodes = [f"n{i}" for i in range(1, sut_profiles.get(profile).nodes_needed + 1)]
+    nodes = [f"n{i}" for i in range(1, systems.profile(profile).nodes_needed + 1)]
     try:
         validate([part.strip() for part in fault.split(COMBINE)], nodes)
     except faults.FaultError as exc:
@@ -124,7 +125,6 @@ def run_spec(campaign: Campaign, run: PlannedRun, store: Path, inventory: Path |
 
 def fault_count(campaign: Campaign, the_plan: Plan, store: Path = Path("store")) -> int:
     """How many fault windows the campaign injects (what the seed article counted)."""
-    from harness.run import fault_schedule
     total = 0
     for run in the_plan.runs:
         schedule = fault_schedule(run_spec(campaign, run, store, inventory=None))

@@ -28,7 +28,7 @@ from harness.campaign.model import COMBINE, Campaign, CampaignError
 from harness.campaign.plan import plan
 from records import ResultsJson, read_model
 from sut import bugs as bug_library
-from sut import profiles as sut_profiles
+from sut import systems
 
 CAUGHT, MISSED, NOT_EXERCISABLE, ERROR = "caught", "missed", "not exercisable", "error"
 CONTROL_INVALID = "control invalid"   # the bug's runs failed, but so did the same cells without it
@@ -115,8 +115,8 @@ def _fault_names(entry: str) -> set[str]:
 def cells(campaign: Campaign, name: str) -> tuple[list[str], list[str], str | None]:
     """The campaign's profiles and fault entries that can expose bug `name`, or what is missing."""
     bug = bug_library.get(name)
-    profiles = [p for p in campaign.profiles if sut_profiles.get(p).mode in bug.modes
-                and set(bug.families).isdisjoint(sut_profiles.get(p).unsafe_under)]
+    profiles = [p for p in campaign.profiles if systems.profile(p).mode in bug.modes
+                and set(bug.families).isdisjoint(systems.profile(p).unsafe_under)]
     faults = [f for f in campaign.faults if families(f) & set(bug.families)
               and (not bug.needs_faults or _fault_names(f) & set(bug.needs_faults))]
     missing = []

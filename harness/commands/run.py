@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 
 from checkers.verdict import UNKNOWN, as_verdict
+from harness import plan, schedule
 from harness.cli import UserError
 from harness.edn import EdnError, export_run, import_history, load_history
 from harness.signals import stop_signals
@@ -139,9 +140,9 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
             check_store_writable(spec)
     except SpecError as exc:
         raise UserError(str(exc)) from None
-    from harness.run import RunLifecycle, plan_summary
+    from harness.run import RunLifecycle  # the lifecycle's imports only when a run starts
     if dry_run:
-        _show_plan(spec, plan_summary(spec))
+        _show_plan(spec, plan.plan_summary(spec))
         return
     console.print(f"chaos run: {spec.summary()}", soft_wrap=True, highlight=False)
     if spec.bugs:
@@ -168,14 +169,13 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
 
 def with_schedule(path: Path, values: dict[str, Any]) -> dict[str, Any]:
     """The schedule file's values under the options given on the command line."""
-    from harness import schedule
     for clash in ("faults", "interval", "duration", "targets"):
         if values.get(clash) is not None:
             option = {"faults": "--fault", "duration": "--fault-duration",
                       "targets": "--target"}.get(clash, f"--{clash}")
             raise UserError(f"--schedule {path}: give the fault windows in the file, not {option}")
     try:
-        replay = schedule.spec_values(schedule.load(path))
+        replay = plan.spec_values(schedule.load(path))
     except schedule.ScheduleFileError as exc:
         raise UserError(str(exc)) from None
     return {**replay, **{key: value for key, value in values.items() if value is not None}}

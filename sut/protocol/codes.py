@@ -66,7 +66,7 @@ class ResponseCode(enum.IntEnum):
     SYSTEM_BUSY = 2
     REQUEST_CODE_NOT_SUPPORTED = 3
     BAD_REQUEST = 4
-    # send statuses (ROCKETMQ_HA.md "Send statuses")
+    # send statuses (docs/ha-protocol.md, "Send statuses")
     FLUSH_DISK_TIMEOUT = 10
     FLUSH_SLAVE_TIMEOUT = 11
     SLAVE_NOT_AVAILABLE = 12

@@ -1,7 +1,8 @@
 """Deploying real RocketMQ to the nodes of an inventory over SSH (Fabric, via inventory.Pool).
 
-The same interface as sut.deploy.Deployer (install, start, wait_healthy, stop,
-processes, endpoints, leader, collect_logs, start_process), so the run
+The same interface as the model's deployer (sut.systems.Deployer: install, start,
+wait_healthy, stop, processes, endpoints, leader, collect_logs, start_process,
+cluster_state), so the run
 lifecycle, the nemeses and `chaos heal` work unchanged. The release is
 uploaded once per node into a content-addressed directory and skipped when
 present; processes start detached with pidfiles and are found again by them
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
-from sut.deploy import DeployError, Placement, ProcessRef
+from sut.deploy import DeployError, Placement
+from sut.systems import ProcessRef
 from sut.rocketmq import admin
 from sut.rocketmq.config import RmqProcess, properties_text, release_dir, render
 from sut.rocketmq.release import ReleaseError, ensure, local_dir, release_id
@@ -28,7 +30,9 @@ ADMIN_TIMEOUT_S = 5.0
 
 class RocketMQDeployer(Placement):
     def __init__(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
-                 timing: str = "default", java: str = "java") -> None:
+                 timing: str = "default", java: str = "java", bugs: tuple[str, ...] = ()) -> None:
+        if bugs:  # RunSpec refuses them first (sut/systems.py: no bug library here)
+            raise DeployError(f"real RocketMQ has no bug library: cannot switch on {', '.join(bugs)}")
         home = local_dir()
         self.release = release_id(home) if (home / ".stamp").is_file() else home.name
         rendered = self._place(pool, inventory, profile_name, run_dir,
@@ -241,10 +245,11 @@ class RocketMQDeployer(Placement):
                 copied.append(path)
         return copied
 
-    def cluster_state(self) -> dict[str, Any]:
+    def cluster_state(self, timeout: float = ADMIN_TIMEOUT_S) -> dict[str, Any]:
         """The SUT's view of itself in sut/cluster_state.py's shape, from RocketMQ's admin
         API: the nameserver's routes (brokerId 0 is master), the controllers' metadata
-        and the leader's SyncStateSet. A broker the nameserver does not route is `down`."""
+        and the leader's SyncStateSet. A broker the nameserver does not route is `down`,
+        and so is a controller silent for `timeout` seconds."""
         answered: set[str] = set()
         groups: dict[str, dict[str, Any]] = {}
         brokers = [r for r in self.refs if r.role == "broker"]
@@ -253,7 +258,7 @@ class RocketMQDeployer(Placement):
                                                             "sync_state_set": None, "members": {}})
             group["members"][ref.node] = "down"
         try:
-            for entry in admin.cluster_list(self.namesrv, ADMIN_TIMEOUT_S):
+            for entry in admin.cluster_list(self.namesrv, timeout):
                 node = self._node_of(entry.address, "broker")
                 if node is None or entry.broker_name not in groups:
                     continue
@@ -264,7 +269,7 @@ class RocketMQDeployer(Placement):
             answered.update(r.node for r in self.refs if r.role == "namesrv")
         except admin.AdminError:
             pass
-        controller = self._controller_state(groups, answered)
+        controller = self._controller_state(groups, answered, timeout)
         nodes = {ref.node: {"reachable": ref.node in answered, "down": []} for ref in self.refs}
         for ref in self.refs:
             up = ref.node in answered and (ref.role != "broker" or
@@ -277,14 +282,15 @@ class RocketMQDeployer(Placement):
         proc = next(p for p in self.profile.processes if p.name == ref.name)
         return str(proc.config.get("broker_name", ref.name))
 
-    def _controller_state(self, groups: dict[str, dict[str, Any]], answered: set[str]) -> dict[str, Any] | None:
+    def _controller_state(self, groups: dict[str, dict[str, Any]], answered: set[str],
+                          timeout: float) -> dict[str, Any] | None:
         controllers = [r for r in self.refs if r.role == "controller"]
         if not controllers:
             return None
         members, leader_addr = {}, None
         for ref in controllers:
             try:
-                meta = admin.ask("controller_meta", ADMIN_TIMEOUT_S, namesrv=self.namesrv, controller=ref.address)
+                meta = admin.ask("controller_meta", timeout, namesrv=self.namesrv, controller=ref.address)
             except admin.AdminError:
                 members[ref.node] = "down"
                 continue
@@ -293,12 +299,12 @@ class RocketMQDeployer(Placement):
             leader_addr = leader_addr or meta.get("leader_addr")
         leader = next((n for n, role in members.items() if role == "leader"), None)
         if leader_addr is not None:
-            self._add_sync_state(leader_addr, groups)
+            self._add_sync_state(leader_addr, groups, timeout)
         return {"leader": leader, "term": None, "members": members}
 
-    def _add_sync_state(self, controller: str, groups: dict[str, dict[str, Any]]) -> None:
+    def _add_sync_state(self, controller: str, groups: dict[str, dict[str, Any]], timeout: float) -> None:
         try:
-            state = admin.sync_state(self.namesrv, controller, sorted(groups), ADMIN_TIMEOUT_S)
+            state = admin.sync_state(self.namesrv, controller, sorted(groups), timeout)
         except admin.AdminError:
             return
         for name, info in state.items():

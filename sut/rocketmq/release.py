@@ -52,3 +52,12 @@ def ensure() -> Path:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         raise ReleaseError((lines[-1] if lines else "scripts/fetch-rocketmq.sh failed").removeprefix("[rocketmq] "))
     return home
+
+
+def problem() -> str | None:
+    """What keeps the release from this machine (one line), or None once it is here."""
+    try:
+        ensure()
+    except ReleaseError as exc:
+        return str(exc)
+    return None
