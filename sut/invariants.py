@@ -3,9 +3,9 @@
 The model does what RocketMQ and DLedger do, so where the real system would
 obey a leader and lose committed data, the model obeys too; it does not
 refuse quietly. What it can observe of such a breach (a committed entry cut, a
-commit index going back, truncation below the confirm offset, a SyncStateSet
-that drops a member holding acknowledged data) is written here, one JSON line
-per breach, to `<data_dir>/invariants.jsonl`:
+commit index going back, two leaders in one term, truncation below the confirm
+offset) is written here, one JSON line per breach, to
+`<data_dir>/invariants.jsonl`:
 
     {"kind": "raft-committed-entries-cut", "node": "n1", "time": 1732770000.123,
      "details": {...}}
@@ -30,9 +30,6 @@ KINDS = {
     "raft-commit-index-back": "a Raft commit index went back",
     "raft-two-leaders-one-term": "two Raft leaders claimed the same term",
     "ha-truncated-below-confirm": "a replica truncated its commit log below the confirm offset it had learned",
-    "ha-epoch-start-back": "a replica accepted an epoch entry that does not advance its epoch file",
-    "sss-dropped-acked-member": "the SyncStateSet lost a member that held acknowledged data",
-    "ha-two-masters-one-epoch": "two brokers of a group acted as master in one epoch",
 }
 
 
@@ -64,19 +61,3 @@ class InvariantLog:
             self.log.error("could not write invariant event to %s: %s", self.path, exc)
         return event
 
-
-def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The events of one file; a torn or malformed line becomes an event of kind `malformed`."""
-    events = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-                if not isinstance(event, dict) or "kind" not in event:
-                    raise ValueError("not an event object")
-            except ValueError:
-                event = {"kind": "malformed", "line": number, "text": line.strip()[:200]}
-            events.append(event)
-    return events

@@ -12,7 +12,7 @@ import pytest
 from sut.controller.epochs import EpochEntry, EpochFile
 from sut.controller.identity import BrokerIdentity, IdentityError, IdentityStore
 from sut.controller.replication import HAError, LinkTiming, SlaveSide
-from sut.invariants import FILE_NAME, InvariantLog, read_events
+from sut.invariants import FILE_NAME, InvariantLog
 from sut.message import Message
 from sut.protocol import Command, RequestCode
 from sut.store.message_store import MessageStore, StoreConfig
@@ -37,6 +37,11 @@ class Hooks:
 
     def on_confirm(self, offset: int) -> None:
         self.confirm = offset
+
+
+def read_events(path) -> list[dict]:
+    """The invariant events a node wrote (one JSON object a line)."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def store_with(tmp_path, name: str, count: int) -> tuple[MessageStore, list[int]]:

@@ -6,13 +6,14 @@ event (docs/invariants.md, docs/teeth.md)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 
 import pytest
 
 from sut import bugs
-from sut.invariants import FILE_NAME, read_events
+from sut.invariants import FILE_NAME
 from sut.protocol import Command, RequestCode, ResponseCode
 from sut.raft.config import RaftConfig, RaftTiming
 from sut.raft.node import RaftNode
@@ -20,6 +21,11 @@ from sut.raft.wire import pack_entries
 
 # No elections or heartbeats of its own during the test: the test is its only leader.
 QUIET = RaftTiming(heartbeat_interval_ms=600_000, min_vote_interval_ms=600_000, max_vote_interval_ms=600_000)
+
+
+def read_events(path) -> list[dict]:
+    """The invariant events a node wrote (one JSON object a line)."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def free_port() -> int:

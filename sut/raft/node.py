@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from sut import bugs
-from sut.protocol import Command, Connection, RequestCode, ResponseCode, RpcClient, RpcError, RpcServer
 from sut.invariants import InvariantLog
+from sut.protocol import Command, Connection, RequestCode, ResponseCode, RpcClient, RpcError, RpcServer
 from sut.raft.config import RaftConfig, parse_address
 from sut.raft.errors import (AppendTimeout, NotLeader, PendingFull, ProposalDropped, RaftError,
                              error_reply)
