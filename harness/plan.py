@@ -82,7 +82,7 @@ def from_spec(spec: RunSpec) -> Schedule:
                                                  seed=begin.seed))
         windows = tuple(sorted(windows_found, key=lambda w: (w.start, w.end)))
     return Schedule(profile=spec.profile, workload=spec.workload, seed=spec.seed, timing=spec.timing,
-                    bugs=tuple(spec.bugs),
+                    bugs=tuple(spec.bugs), rocketmq_version=spec.rocketmq_version,
                     shape=Shape(time=spec.time, recovery=spec.recovery, rate=spec.rate,
                                 concurrency=spec.concurrency, queues=spec.queues, keys=spec.keys,
                                 ordered=spec.ordered, mix=dict(spec.mix)),
@@ -94,7 +94,8 @@ def spec_values(schedule: Schedule) -> dict[str, Any]:
     labels = list(dict.fromkeys(window.fault for window in schedule.windows)) or ["noop"]
     return {"profile": schedule.profile, "workload": schedule.workload, "seed": schedule.seed,
             "timing": schedule.timing, **schedule.shape.model_dump(), "faults": labels,
-            "windows": schedule.windows, **({"bugs": schedule.bugs} if schedule.bugs else {})}
+            "windows": schedule.windows, **({"bugs": schedule.bugs} if schedule.bugs else {}),
+            **({"rocketmq_version": schedule.rocketmq_version} if schedule.rocketmq_version else {})}
 
 
 def window_events(windows: tuple[FaultWindow, ...], run_seed: int) -> list[ScheduledEvent]:

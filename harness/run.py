@@ -137,7 +137,9 @@ class RunRecord:
                                              else round(self.started + self.history_origin_s, 3)),
                      "total_s": round(time.time() - self.started, 3)},
             plan=self.summary, inventory=self.inventory, cluster=self.cluster,
-            heal=self.heal, notes=self.notes, versions=self._versions,
+            heal=self.heal, notes=self.notes,
+            versions={**self._versions, **({"rocketmq": self.spec.rocketmq_version}
+                                           if self.spec.rocketmq_version else {})},
         ).as_json()
 
     def save(self) -> None:
@@ -285,7 +287,7 @@ class RunLifecycle:
                            f"inventory {inventory.name} has {len(inventory.nodes)}")
         with Pool(inventory) as pool:
             deployer = make_deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing,
-                                     bugs=self.spec.bugs)
+                                     bugs=self.spec.bugs, release=self.spec.rocketmq_version)
             fault_specs = validate(self.spec.faults, [node.name for node in deployer.used_nodes])
             journal = nuclei.Journal(self.run.journal_file)
             self.run.journal_file.touch()  # part of the layout even if no fault ever applies
@@ -293,6 +295,7 @@ class RunLifecycle:
             try:
                 with self.record.phase("deploy", self.status):
                     deployer.install()
+                    self.record.notes.extend(getattr(deployer, "notes", ()))
                     deployer.start()
                     deployer.wait_healthy(HEALTHY_TIMEOUT_S)
                 with live_display(self.status, self.console, self.show_progress):

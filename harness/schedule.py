@@ -84,6 +84,7 @@ class Schedule(BaseModel):
     seed: int
     timing: str = "default"
     bugs: tuple[str, ...] = Field((), description="bugs of the bug library switched on (`chaos run --bug`)")
+    rocketmq_version: str | None = Field(None, description="real RocketMQ's release (rmq-* profiles)")
     shape: Shape
     windows: tuple[FaultWindow, ...] = ()
 
@@ -114,6 +115,8 @@ def dump(schedule: Schedule) -> str:
     data = schedule.model_dump(mode="json")
     if not data["bugs"]:
         data.pop("bugs")
+    if data["rocketmq_version"] is None:
+        data.pop("rocketmq_version")
     data["windows"] = [{k: v for k, v in window.items() if v not in ((), [], None)}
                        for window in data["windows"]]
     if not data["shape"]["mix"]:

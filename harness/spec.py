@@ -30,6 +30,7 @@ OPTION_NAMES = {
     "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
     "op_timeout": "--op-timeout", "timing": "--timing", "duration": "--fault-duration",
     "provider": "--provider", "windows": "--schedule", "bugs": "--bug",
+    "rocketmq_version": "--rocketmq-version",
     "rto_threshold_s": "--rto-threshold", "min_availability": "--min-availability",
 }
 NO_FAULT = "noop"
@@ -121,7 +122,8 @@ def planned_nodes(spec: "RunSpec") -> list[str]:
         inventory = Inventory(name="planned", kind="netns", nodes=[
             Node(name=f"n{i}", host=f"192.0.2.{i}") for i in range(1, (spec.nodes or netns.DEFAULT_NODES) + 1)])
     try:
-        return [node.name for node in make_deployer(None, inventory, spec.profile, ".", timing=spec.timing).used_nodes]
+        return [node.name for node in make_deployer(None, inventory, spec.profile, ".", timing=spec.timing,
+                                                 release=spec.rocketmq_version).used_nodes]
     except DeployError as exc:
         raise ValueError(str(exc)) from None
 
@@ -130,7 +132,7 @@ def check_can_run_here(spec: "RunSpec") -> None:
     """A run that brings up its own local cluster needs what `chaos up` needs (root, the
     tools, a usable CHAOS_HOME): checked before anything exists. SpecError otherwise."""
     from inventory import InventoryError, netns
-    check_release(spec.profile)
+    check_release(spec.profile, spec.rocketmq_version)
     if spec.inventory is not None or running_default_cluster(spec) is not None:
         return
     try:
@@ -139,12 +141,19 @@ def check_can_run_here(spec: "RunSpec") -> None:
         raise SpecError(f"cannot bring up a local cluster: {exc} (or pass --inventory FILE)") from None
 
 
-def check_release(profile: str) -> None:
-    """A profile's system may need a release at hand (real RocketMQ: the pinned release,
-    a JDK, Maven, the registry): one line saying what is missing, before any node is touched."""
-    problem = systems.release_problem(profile)
+def check_release(profile: str, release: str | None = None) -> None:
+    """A profile's system may need a release at hand (real RocketMQ: the chosen or pinned
+    release, fetched on first use; a JDK, Maven, the registry): one line saying what is
+    missing, before any node is touched."""
+    problem = systems.release_problem(profile, release)
     if problem:
         raise SpecError(f"profile {profile}: {problem}")
+
+
+def release_problem(profile: str, release: str | None) -> str | None:
+    """Why `--rocketmq-version` does not fit this profile (a system without releases, a
+    release it does not have, or one that cannot run the profile), or None."""
+    return None if release is None else systems.release_refusal(profile, release)
 
 
 def check_faults_fit_the_nodes(spec: "RunSpec") -> None:
@@ -238,6 +247,8 @@ class RunSpec(BaseModel):
     # SUT
     timing: str = Field("default", description="SUT timing scale: default (RocketMQ's) or fast (a tenth)")
     bugs: tuple[str, ...] = Field((), description="library bugs switched on in the SUT (sut/bugs.py)")
+    rocketmq_version: str | None = Field(None, description="real RocketMQ's release (rmq-* profiles; "
+                                         "resolved to the pinned one when not given)")
     # checking
     check: bool = True
     spark_master: str | None = None
@@ -266,6 +277,18 @@ class RunSpec(BaseModel):
             if data.get(name) is None:
                 data[name] = window
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_release(cls, data: Any) -> Any:
+        """A run of a system with releases records the release it ran: its default unless given."""
+        if not isinstance(data, dict) or data.get("rocketmq_version") is not None:
+            return data
+        try:
+            release = systems.default_release(data.get("profile") or cls.model_fields["profile"].default)
+        except profiles.ProfileError:
+            return data
+        return data if release is None else {**data, "rocketmq_version": release}
 
     @field_validator("profile")
     @classmethod
@@ -335,6 +358,9 @@ class RunSpec(BaseModel):
         if self.bugs and not systems.takes_bugs(self.profile):
             raise ValueError(f"--bug: the bug library lives in the model SUT; {self.profile} runs "
                              f"{systems.system_of(self.profile).title}, which has none")
+        problem = release_problem(self.profile, self.rocketmq_version)
+        if problem:
+            raise ValueError(problem)
         if self.ordered and self.workload != "queue":
             raise ValueError(f"--ordered applies to the queue workload, not {self.workload}")
         needed = nodes_needed(self.profile)
@@ -400,7 +426,8 @@ class RunSpec(BaseModel):
 
     def summary(self) -> str:
         bugs = f", bugs {'+'.join(self.bugs)}" if self.bugs else ""
-        return (f"{self.profile} / {self.workload} / {self.fault_label}, {self.time:g}s, "
+        release = f" (RocketMQ {self.rocketmq_version})" if self.rocketmq_version else ""
+        return (f"{self.profile}{release} / {self.workload} / {self.fault_label}, {self.time:g}s, "
                 f"rate {self.rate:g}/s, concurrency {self.concurrency}, seed {self.seed}{bugs}")
 
 

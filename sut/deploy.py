@@ -237,10 +237,11 @@ class ModelDeployer(Placement):
 
 
 def make_deployer(pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
-                  timing: str = "default", bugs: tuple[str, ...] = ()) -> systems.Deployer:
+                  timing: str = "default", bugs: tuple[str, ...] = (), release: str | None = None) -> systems.Deployer:
     """The deployer of the profile's system (sut/systems.py); DeployError for an unknown profile."""
     try:
-        return systems.make_deployer(pool, inventory, profile_name, run_dir, timing=timing, bugs=bugs)
+        return systems.make_deployer(pool, inventory, profile_name, run_dir, timing=timing, bugs=bugs,
+                                     release=release)
     except ProfileError as exc:
         raise DeployError(str(exc)) from None
 

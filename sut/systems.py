@@ -99,7 +99,10 @@ class System:
     failure_detection: str       # (Profile, timing) -> seconds until a failed master is noticed
     deployer: str                # a Deployer factory
     queue_client: str            # a workloads.clients.QueueClient factory
-    release_problem: str | None = None   # () -> what is missing to run it here (one line), or None
+    release_problem: str | None = None   # (release | None) -> what is missing to run it here (one line), or None
+    # Systems with releases to choose from (real RocketMQ: any served 5.x, `--rocketmq-version`):
+    default_release: str | None = None   # () -> the release a run takes when it names none
+    release_refusal: str | None = None   # (Profile, release) -> why it cannot run that release, or None
     takes_bugs: bool = False     # whether `--bug` (sut/bugs.py) applies
     refused_workloads: Mapping[str, str] = field(default_factory=dict)   # workload -> why not
 
@@ -123,8 +126,13 @@ SYSTEMS: dict[str, System] = {
         deployer="sut.rocketmq.deploy:RocketMQDeployer",
         queue_client="workloads.rocketmq_client:RocketMQClient",
         release_problem="sut.rocketmq.release:problem",
+        default_release="sut.rocketmq.release:pinned",
+        release_refusal="sut.rocketmq.release:refusal",
         refused_workloads={"register": "real RocketMQ has no key-value store (the model's Raft KV is ours); "
-                                       "use queue or log"}),
+                                       "use queue or log",
+                           "group": "the group workload drives the model's own consumer group (sut/client.py "
+                                    "GroupMember); RocketMQ's lite-pull/push consumer with its own rebalancing "
+                                    "is not wired into the JVM driver yet"}),
 }
 
 
@@ -213,16 +221,35 @@ def takes_bugs(name: str | Profile) -> bool:
     return system_of(name).takes_bugs
 
 
-def release_problem(name: str | Profile) -> str | None:
-    """What is missing on this machine to run the profile's system (one line), or None."""
+def release_problem(name: str | Profile, release: str | None = None) -> str | None:
+    """What is missing on this machine to run the profile's system (at `release`; None: its
+    default) (one line), or None. The release is fetched here if it can be."""
     entry = system_of(name)
-    return None if entry.release_problem is None else entry.part("release_problem")()
+    return None if entry.release_problem is None else entry.part("release_problem")(release)
+
+
+def default_release(name: str | Profile) -> str | None:
+    """The release a run of the profile takes when it names none (None: the system has no releases)."""
+    entry = system_of(name)
+    return None if entry.default_release is None else entry.part("default_release")()
+
+
+def release_refusal(name: str | Profile, release: str) -> str | None:
+    """Why the profile cannot run at `release` (not a release its system has, or one that
+    cannot run this profile), or None."""
+    found, entry = profile(name), system_of(name)
+    if entry.release_refusal is None:
+        return f"{found.name} runs {entry.title}, which has no releases to choose (release {release})"
+    return entry.part("release_refusal")(found, release)
 
 
 def make_deployer(pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
-                  timing: str = "default", bugs: tuple[str, ...] = ()) -> Deployer:
-    """The deployer of the profile's system (ProfileError for an unknown profile)."""
-    return system_of(profile_name).part("deployer")(pool, inventory, profile_name, run_dir, timing=timing, bugs=bugs)
+                  timing: str = "default", bugs: tuple[str, ...] = (), release: str | None = None) -> Deployer:
+    """The deployer of the profile's system (ProfileError for an unknown profile); `release`
+    picks a system's release (None: its default) and goes only to systems that have them."""
+    chosen = {"version": release} if release is not None else {}
+    return system_of(profile_name).part("deployer")(pool, inventory, profile_name, run_dir, timing=timing, bugs=bugs,
+                                                     **chosen)
 
 
 def queue_client(system_name: str) -> Callable[..., Any]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import workloads
-from harness.campaign.model import COMBINE, Campaign, CampaignError
+from harness.campaign.model import COMBINE, Campaign, CampaignError, profile_of, release_of
 from harness.plan import fault_schedule
 from harness.spec import RunSpec, SpecError, build_spec, refused_fault
 from harness.store import slug
@@ -98,6 +98,7 @@ def fault_problem(profile: str, fault: str) -> str | None:
     two nodes of master-slave), or None. Such cells are skipped, not run into an error."""
     import faults
     from faults.validate import validate
+    profile = profile_of(profile)
     nodes = [f"n{i}" for i in range(1, systems.profile(profile).nodes_needed + 1)]
     try:
         validate([part.strip() for part in fault.split(COMBINE)], nodes)
@@ -111,13 +112,14 @@ def run_spec(campaign: Campaign, run: PlannedRun, store: Path, inventory: Path |
     main, *overlap = [part.strip() for part in run.fault.split(COMBINE)]
     d = campaign.durations
     values = {
-        "profile": run.profile, "workload": run.workload, "faults": [main], "overlap": overlap,
+        "profile": profile_of(run.profile), "workload": run.workload, "faults": [main], "overlap": overlap,
         "time": d.run, "interval": d.between, "duration": d.fault, "recovery": d.recovery,
         "drain_timeout": d.drain_timeout, "rate": campaign.rate, "concurrency": campaign.concurrency,
         "queues": campaign.queues, "op_timeout": campaign.op_timeout, "seed": run.seed,
         "targets": list(campaign.targets), "timing": campaign.timing, "bugs": list(campaign.bugs), "store": store,
         "inventory": inventory, "spark_master": campaign.spark.master,
         "route_refresh": campaign.client.route_refresh_s if campaign.client.route_refresh == "periodic" else None,
+        "rocketmq_version": release_of(run.profile, campaign.rocketmq_version),
         "rto_threshold_s": campaign.thresholds.rto_s, "min_availability": campaign.thresholds.min_availability,
     }
     return build_spec(values, check_store=False)

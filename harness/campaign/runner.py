@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.campaign.gates import GateResult, evaluate
-from harness.campaign.model import Campaign, CampaignError
+from harness.campaign.model import Campaign, CampaignError, profile_of
 from harness.campaign.plan import Plan, PlannedRun, estimated_seconds, run_spec
 from harness.console import deferred_sigint
 from harness.run import RunLifecycle
@@ -62,7 +62,7 @@ def profile_facts(names: list[str]) -> dict[str, dict[str, Any]]:
     """What the pages and gates need to know of each profile (sut/profiles.py is the source)."""
     facts = {}
     for name in names:
-        profile = systems.profile(name)
+        profile = systems.profile(profile_of(name))
         facts[name] = {"mode": profile.mode, "expected_safe": profile.expected_safe,
                        "unsafe_under": list(profile.unsafe_under)}
     return facts

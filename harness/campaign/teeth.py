@@ -24,7 +24,7 @@ from typing import Any
 
 from checkers.verdict import UNKNOWN, as_verdict, merge_valid
 from harness.campaign.gates import families
-from harness.campaign.model import COMBINE, Campaign, CampaignError
+from harness.campaign.model import COMBINE, Campaign, CampaignError, profile_of
 from harness.campaign.plan import plan
 from records import ResultsJson, read_model
 from sut import bugs as bug_library
@@ -115,11 +115,13 @@ def _fault_names(entry: str) -> set[str]:
 def cells(campaign: Campaign, name: str) -> tuple[list[str], list[str], str | None]:
     """The campaign's profiles and fault entries that can expose bug `name`, or what is missing."""
     bug = bug_library.get(name)
-    profiles = [p for p in campaign.profiles if systems.profile(p).mode in bug.modes
-                and set(bug.families).isdisjoint(systems.profile(p).unsafe_under)]
+    profiles = [p for p in campaign.profiles if systems.profile(profile_of(p)).mode in bug.modes
+                and set(bug.families).isdisjoint(systems.profile(profile_of(p)).unsafe_under)]
     faults = [f for f in campaign.faults if families(f) & set(bug.families)
               and (not bug.needs_faults or _fault_names(f) & set(bug.needs_faults))]
     missing = []
+    if not _workloads(campaign, bug):
+        missing.append(f"the workload {' or '.join(bug.workloads)}")
     if not profiles:
         missing.append(f"an expected-safe profile of mode {' or '.join(bug.modes)}")
     if not faults:
@@ -128,13 +130,19 @@ def cells(campaign: Campaign, name: str) -> tuple[list[str], list[str], str | No
     return profiles, faults, (" and ".join(missing) or None)
 
 
+def _workloads(campaign: Campaign, bug: bug_library.Bug) -> tuple[str, ...]:
+    """The campaign's workloads that can see the bug."""
+    return tuple(w for w in campaign.workloads if not bug.workloads or w in bug.workloads)
+
+
 def bug_campaign(campaign: Campaign, name: str) -> Campaign | None:
     """The campaign restricted to the cells that can expose `name`, with the bug switched on."""
     profiles, faults, missing = cells(campaign, name)
     if missing:
         return None
     return campaign.model_copy(update={"name": f"{campaign.name}-teeth-{name}"[:64], "profiles": tuple(profiles),
-                                       "faults": tuple(faults), "bugs": (name,)})
+                                       "faults": tuple(faults), "bugs": (name,),
+                                       "workloads": _workloads(campaign, bug_library.get(name))})
 
 
 def verdict_of(name: str, bug_runs: dict[str, RunResult], controls: dict[str, RunResult],

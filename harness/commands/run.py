@@ -107,6 +107,9 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
                                f"[default: {_default('timing')}].")
 @click.option("--bug", "bugs", multiple=True,
               help="Switch a library bug on in the SUT, repeatable (docs/teeth.md) [default: none].")
+@click.option("--rocketmq-version", metavar="V",
+              help="Real RocketMQ release for rmq-* profiles, fetched from Maven Central on first use "
+                   "(docs/rocketmq.md, \"Releases\") [default: the pinned one].")
 @click.option("--no-check", is_flag=True, help="Skip the checkers (the verdict is then unknown).")
 @click.option("--spark-master", help="Spark master URL for the checkers [default: local[*]].")
 @click.option("--rto-threshold", "rto_threshold_s", type=float,

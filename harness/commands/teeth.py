@@ -26,11 +26,15 @@ def register(cli: click.Group) -> None:
 @click.option("--bug", "bugs", multiple=True, help="Only this library bug, repeatable [default: every bug].")
 @click.option("--store", "-s", type=click.Path(path_type=Path), default=Path("store"), show_default=True,
               help="Store directory (one campaign per bug goes there).")
+@click.option("--rocketmq-version", metavar="V",
+              help="Real RocketMQ release of every rmq-* profile without an @V of its own; replaces the "
+                   "file's rocketmq_version (docs/rocketmq.md, \"Releases\").")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress display.")
 @click.option("--dry-run", is_flag=True,
               help="Print per bug the runs it would make, or what the campaign lacks; start nothing.")
-def teeth(file: Path, bugs: tuple[str, ...], store: Path, as_json: bool, quiet: bool, dry_run: bool) -> None:
+def teeth(file: Path, bugs: tuple[str, ...], store: Path, rocketmq_version: str | None, as_json: bool, quiet: bool,
+          dry_run: bool) -> None:
     """Run the campaign in FILE once per library bug (sut/bugs.py), each time only on
     the cells that can expose the bug (its expected-safe profiles of the bug's mode,
     its faults of the bug's families), and print per bug: caught (by which run and
@@ -51,7 +55,7 @@ def teeth(file: Path, bugs: tuple[str, ...], store: Path, as_json: bool, quiet: 
     from harness.campaign.teeth import check_names, exercisable_by, run_teeth
     console = Console(stderr=True)
     try:
-        spec = load_campaign(file)
+        spec = load_campaign(file, rocketmq_version)
         names = check_names(list(bugs))
         if not dry_run:
             check_writable(store)

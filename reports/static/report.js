@@ -125,12 +125,35 @@
     document.querySelectorAll("a[data-anomaly].current").forEach(function (a) { a.classList.remove("current"); });
     var link = document.querySelector('a[data-anomaly="' + anchor + '"]');
     if (link) { link.classList.add("current"); }
+    var drawn = highlightAnomaly(div, anchor);
     if (zoom && item.ops.length) {
       var xs = item.ops.map(function (op) { return op.x; });
       var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs), pad = Math.max(0.5, (hi - lo) * 0.2);
-      return Plotly.relayout(div, { "xaxis.range[0]": lo - pad, "xaxis.range[1]": hi + pad });
+      return drawn.then(function () {
+        return Plotly.relayout(div, { "xaxis.range[0]": lo - pad, "xaxis.range[1]": hi + pad });
+      });
     }
-    return Promise.resolve();
+    return drawn;
+  }
+
+  // The selected anomaly's markers ringed in black: one trace (meta.selected), replaced on
+  // every selection, so the marker that was clicked or picked from the list stands out.
+  function highlightAnomaly(div, anchor) {
+    var xs = [], ys = [], yaxis = "y";
+    div.data.forEach(function (trace) {
+      if (!trace.meta || !trace.meta.anomaly) { return; }
+      for (var i = 0; i < trace.x.length; i++) {
+        if (trace.customdata[i][0] === anchor) { xs.push(trace.x[i]); ys.push(trace.y[i]); yaxis = trace.yaxis || "y"; }
+      }
+    });
+    var old = -1;
+    div.data.forEach(function (trace, t) { if (trace.meta && trace.meta.selected) { old = t; } });
+    var removed = old >= 0 ? Plotly.deleteTraces(div, old) : Promise.resolve();
+    return removed.then(function () {
+      return Plotly.addTraces(div, { type: "scatter", mode: "markers", x: xs, y: ys, yaxis: yaxis,
+        name: "selected anomaly", showlegend: false, hoverinfo: "skip", meta: { selected: anchor },
+        marker: { symbol: "circle-open", size: 28, color: "#000", line: { width: 3, color: "#000" } } });
+    });
   }
 
   // The anomaly marker under the mouse (within its radius), whatever op marker plotly

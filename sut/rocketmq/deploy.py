@@ -20,9 +20,10 @@ from typing import Any
 from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
 from sut.deploy import DeployError, Placement
 from sut.systems import ProcessRef
-from sut.rocketmq import admin
+from sut.rocketmq import admin, class_archive
 from sut.rocketmq.config import RmqProcess, properties_text, release_dir, render
-from sut.rocketmq.release import ReleaseError, ensure, local_dir, release_id
+from sut.rocketmq.release import (ReleaseError, check_version, ensure, local_dir, pinned, profile_refusal,
+                                  release_id)
 
 START_ORDER = {"namesrv": 0, "controller": 1, "broker": 2}
 ADMIN_TIMEOUT_S = 5.0
@@ -30,15 +31,25 @@ ADMIN_TIMEOUT_S = 5.0
 
 class RocketMQDeployer(Placement):
     def __init__(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
-                 timing: str = "default", java: str = "java", bugs: tuple[str, ...] = ()) -> None:
+                 timing: str = "default", java: str = "java", bugs: tuple[str, ...] = (),
+                 version: str | None = None, class_archives: bool = True) -> None:
         if bugs:  # RunSpec refuses them first (sut/systems.py: no bug library here)
             raise DeployError(f"real RocketMQ has no bug library: cannot switch on {', '.join(bugs)}")
-        home = local_dir()
+        try:
+            self.version = check_version(version or pinned())
+        except ReleaseError as exc:
+            raise DeployError(str(exc)) from None
+        home = local_dir(self.version)
         self.release = release_id(home) if (home / ".stamp").is_file() else home.name
         rendered = self._place(pool, inventory, profile_name, run_dir,
                                lambda profile, hosts, workdirs: render(profile, hosts, workdirs, self.release,
-                                                                       timing, java))
+                                                                       timing, java, class_archives, self.version))
+        refused = profile_refusal(self.profile, self.version)
+        if refused:
+            raise DeployError(refused)
         self.timing = timing
+        self.class_archives = class_archives
+        self.notes: list[str] = []   # what the run record should say (an archive not made)
         self.rendered = sorted(rendered, key=lambda p: (START_ORDER[p.role], p.name))
         self.refs = [self._ref(p) for p in self.rendered]
 
@@ -50,9 +61,10 @@ class RocketMQDeployer(Placement):
 
     # -- lifecycle -----------------------------------------------------------------------
     def install(self) -> None:
-        """Check each node's JDK and put the release there unless it already is."""
+        """Check each node's JDK and put the release there unless it already is; then
+        each node's class-data-sharing archives (class_archive.py) unless they are there."""
         try:
-            home = ensure()
+            home = ensure(self.version)
         except ReleaseError as exc:
             raise DeployError(str(exc)) from None
         self.release = release_id(home)
@@ -66,6 +78,35 @@ class RocketMQDeployer(Placement):
             self.pool.run(node, ["rm", "-rf", partial])
             self.pool.put_dir(node, home, partial, exclude=("mvn.log",), timeout=600)
             self.pool.run(node, ["mv", "-T", partial, target])
+        if self.class_archives:
+            self.install_class_archives(home)
+
+    def install_class_archives(self, home: Path) -> None:
+        """Every node's archive of every role it runs, made there once per release and JDK.
+        Only time is at stake: a failure is noted and the JVMs start without (-Xshare:auto)."""
+        try:
+            lists = class_archive.class_lists(home)
+        except (class_archive.ArchiveError, OSError) as exc:
+            self.notes.append(f"no class-data-sharing archives: {exc}")
+            return
+
+        def on_node(node: Node) -> str | None:
+            target = release_dir(node.workdir, self.release)
+            roles = sorted({p.role for p in self.rendered if self.nodes[p.node].name == node.name})
+            try:
+                for role in roles:
+                    remote = posixpath.join(target, "cds", f"{role}.classlist")
+                    if self.pool.run(node, ["test", "-f", remote], check=False).exited != 0:
+                        self.pool.put(node, lists / f"{role}.classlist", remote)
+                    self.pool.run(node, class_archive.dump_command(target, role), timeout=class_archive.DUMP_TIMEOUT_S)
+            except InventoryError as exc:
+                return f"node {node.name}: {exc}"
+            return None
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.used_nodes))) as workers:
+            problems = [p for p in workers.map(on_node, self.used_nodes) if p]
+        if problems:
+            self.notes.append("class-data-sharing archives not made (the JVMs start without): " + "; ".join(problems))
 
     def _check_java(self, node: Node) -> None:
         result = self.pool.run(node, "java -version 2>&1", check=False)
@@ -149,7 +190,7 @@ class RocketMQDeployer(Placement):
             return "the controllers have no leader"
         groups: dict[str, dict[str, Any]] = {
             self._group_of(r): {"sync_state_set": None} for r in self.refs if r.role == "broker"}
-        self._add_sync_state(leader, groups)
+        self._add_sync_state(leader, groups, ADMIN_TIMEOUT_S)
         for name, group in sorted(groups.items()):
             members = {r.node for r in self.refs if r.role == "broker" and self._group_of(r) == name}
             missing = sorted(members - set(group["sync_state_set"] or ()))
