@@ -133,6 +133,9 @@ class RunRecord:
             status=self.status, error=self.error, stop_reason=self.stop_reason, valid=self.valid,
             started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             timings={"phases": self.phases, "history_origin_s": self.history_origin_s,
+                     # where the SUT's wall-clock log times meet the history's clock (checkers/invariants.py)
+                     "history_origin_unix": (None if self.history_origin_s is None
+                                             else round(self.started + self.history_origin_s, 3)),
                      "total_s": round(time.time() - self.started, 3)},
             plan=self.summary, inventory=self.inventory, cluster=self.cluster,
             heal=self.heal, notes=self.notes,

@@ -31,7 +31,7 @@ INLINE_ROWS = 25
 DETAIL_LIMIT = 20_000
 KNOWN_CATEGORIES = ("lost", "duplicated", "unexpected", "recovered", "lost_after_consume",
                     "inconsistent_offsets", "poll_skip", "nonmonotonic_poll")
-CHECKER_ORDER = ("stats", "queue", "order", "linearizable", "rto", "perf")
+CHECKER_ORDER = ("stats", "queue", "order", "linearizable", "rto", "perf", "invariants")
 COUNTEREXAMPLE_BEFORE, COUNTEREXAMPLE_AFTER = 12, 6
 # A big run's counterexample draws its key's operations within this many indices of the failing one.
 LIN_CONTEXT = 2_000
@@ -96,7 +96,7 @@ def verdict_rows(facts: StoredRun) -> list[dict[str, Any]]:
         result = checkers[name] if isinstance(checkers[name], dict) else {"valid": "unknown",
                                                                              "error": "section is not an object"}
         valid = result.get("valid", "unknown")
-        valid = valid if valid in (True, False) else "unknown"
+        valid = valid if valid is True or valid is False else "unknown"  # 1 == True is no verdict
         skipped = result.get("checked") is False
         rows.append({"name": name, "valid": valid, "skipped": skipped,
                      "reason": "" if valid is True and not skipped else checker_reason(name, result)})
@@ -497,6 +497,10 @@ def anomaly_groups(facts: StoredRun, index: anomalies.Index) -> tuple[dict[str, 
         categories = {c: rows for c, rows in full.items() if rows and c != "recovered"}
     entries = timeline.anomaly_entries(index, categories)
     counts = anomaly_counts(queue) if categories else {}
+    breaches = timeline.invariant_entries(index.history, facts.checker("invariants"))
+    if breaches:
+        entries[timeline.INVARIANT_CATEGORY] = breaches
+        counts[timeline.INVARIANT_CATEGORY] = sum((facts.checker("invariants").get("counts") or {}).values())
     groups = [dict(category=c, entries=items, shown=len(items), count=counts.get(c, len(items)),
                    title=anomalies.category_title(c, counts.get(c, len(items))),
                    where=anomalies.WHERE.get(c, "at the operations that show it"))

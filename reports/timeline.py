@@ -10,6 +10,8 @@ the anomaly's details (assets/report.js, data in a JSON block).
 """
 from __future__ import annotations
 
+import bisect
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +28,11 @@ VALUES_PER_FIELD = 20   # list items shown per field of an anomaly's details
 NO_LEADER_COLOUR = "#ffffff"
 DOWN_COLOUR = "#777777"
 # Shapes stand apart from the op markers (circle, x, diamond) and from each other.
-ANOMALY_SYMBOLS = {"lost": "x-thin-open", "lost_after_consume": "hourglass", "inconsistent_offsets": "diamond-wide-open",
+INVARIANT_CATEGORY = "invariant_breach"  # checkers/invariants.py's findings
+ANOMALY_SYMBOLS = {"invariant_breach": "bowtie-open", "lost": "x-thin-open", "lost_after_consume": "hourglass", "inconsistent_offsets": "diamond-wide-open",
                    "poll_skip": "triangle-right-open", "unexpected": "star-open", "duplicated": "circle-cross-open",
                    "recovered": "square-open", "nonmonotonic_poll": "triangle-left-open"}
-ANOMALY_COLOURS = {"lost": "#C00000", "lost_after_consume": "#8B0000", "inconsistent_offsets": "#6A3D9A",
+ANOMALY_COLOURS = {"invariant_breach": "#E31A1C", "lost": "#C00000", "lost_after_consume": "#8B0000", "inconsistent_offsets": "#6A3D9A",
                    "poll_skip": "#B15928", "unexpected": "#1B7837", "duplicated": "#444444",
                    "recovered": "#666666", "nonmonotonic_poll": "#B15928"}
 
@@ -233,6 +236,29 @@ def anomaly_entries(index: anomalies.Index, categories: dict[str, list[dict[str,
         entries.sort(key=lambda e: min((op["x"] for op in e["ops"]), default=float("inf")))
         out[category] = entries
     return out
+
+
+def invariant_entries(history: History, section: dict[str, Any] | None) -> list[dict]:
+    """The anomalies of the `invariants` checker (the SUT's own reports of broken
+    invariants): each at its time, in the lane of the operation closest to it."""
+    found = (section or {}).get("anomalies") or []
+    by_time = sorted((_op_time(history, i), i) for i in range(len(history))) if found else []
+    entries = []
+    for number, item in enumerate(found[:LIST_LIMIT]):
+        at = item.get("time_s")
+        ops = []
+        if isinstance(at, (int, float)) and by_time:
+            near = bisect.bisect_left(by_time, (at, -1))
+            i = min(by_time[max(0, near - 1):near + 1], key=lambda t: abs(t[0] - at))[1]
+            ops = [{"index": history.index[i], "process": history.process[i], "f": history.f[i],
+                    "node": item.get("node"), "x": round(float(at), 4), "type": history.type[i]}]
+        label = f"{item.get('kind')} on {item.get('node')}" + ("" if item.get("safety") else " (not safety)")
+        fields = [[k.replace("_", " "), item.get(k)] for k in ("kind", "safety", "node", "process", "time_s",
+                                                                "file", "line_number", "line", "source")
+                  if item.get(k) is not None]
+        entries.append({"anchor": f"{INVARIANT_CATEGORY}-{number}", "category": INVARIANT_CATEGORY,
+                        "label": label, "fields": fields, "ops": ops})
+    return entries
 
 
 def _clip_list(value: Any) -> Any:

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
 from sut import admin, cluster_state, systems
+from sut.invariants import FILE_NAME as INVARIANTS_FILE
 from sut.profiles import ProfileError, RenderedProcess, render, serves_kv
 from sut.systems import ProcessRef
 
@@ -217,12 +218,14 @@ class ModelDeployer(Placement):
         return set()
 
     def collect_logs(self, dest_dir: str | Path) -> list[Path]:
-        """Copy every process's log, stdout and config to dest_dir/<node>/<process>/."""
+        """Copy every process's log, stdout, config and invariant events (if it wrote any)
+        to dest_dir/<node>/<process>/."""
         copied = []
         for ref in self.refs:
             target = Path(dest_dir) / ref.node / ref.name
             target.mkdir(parents=True, exist_ok=True)
-            for remote in (posixpath.join(ref.data_dir, f"{ref.role}.log"), ref.logfile, ref.config_path):
+            for remote in (posixpath.join(ref.data_dir, f"{ref.role}.log"), ref.logfile, ref.config_path,
+                           posixpath.join(ref.data_dir, INVARIANTS_FILE)):
                 try:
                     data = self.pool.read_file(ref.node, remote)
                 except CommandFailed:

@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from checkers.verdict import UNKNOWN, as_verdict
 from harness import plan, schedule
 from harness.cli import UserError
 from harness.edn import EdnError, export_run, import_history, load_history
@@ -18,7 +19,12 @@ from harness.spec import (RunSpec, SpecError, build_spec, check_can_run_here, ch
                           known_profiles, known_workloads)
 from harness.store import Store, StoreError, check_writable, find_run_dir
 
-VERDICTS = {True: "valid", False: "INVALID", "unknown": "unknown", None: "unknown"}
+VERDICTS = {True: "valid", False: "INVALID", "unknown": "unknown"}
+
+
+def verdict_word(valid: Any) -> str:
+    """How the CLI prints a verdict; anything but true or false is unknown."""
+    return VERDICTS[as_verdict(valid)]
 
 
 def exit_code(status: str, valid: Any) -> int:
@@ -28,7 +34,7 @@ def exit_code(status: str, valid: Any) -> int:
         return cli.EXIT_INTERRUPTED
     if status != "complete":
         return cli.EXIT_ERROR
-    return {True: 0, False: 1}.get(valid, 2)
+    return {True: 0, False: 1, UNKNOWN: 2}[as_verdict(valid)]
 
 
 def register(cli: click.Group) -> None:
@@ -154,7 +160,7 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     if outcome.error:
         console.print(f"[red]run {outcome.status}:[/] {outcome.error}", highlight=False, soft_wrap=True)
     code = exit_code(outcome.status, outcome.valid)
-    verdict = VERDICTS.get(outcome.valid, str(outcome.valid)) if outcome.status == "complete" else outcome.status
+    verdict = verdict_word(outcome.valid) if outcome.status == "complete" else outcome.status
     findings = run_findings(outcome.run.path)
     if findings:
         click.echo(findings)
@@ -244,7 +250,7 @@ def import_command(edn_file: Path, store: Path, workload: str | None, check: boo
         from harness.run import check
         results = check([run_dir.path])
         valid = results[0].get("valid", "unknown") if results else "unknown"
-        click.echo(f"verdict: {VERDICTS.get(valid, str(valid))}")
+        click.echo(f"verdict: {verdict_word(valid)}")
         from harness.commands.report import render_after_check
         render_after_check([run_dir.path])
         sys.exit(exit_code("complete", valid))

@@ -84,6 +84,14 @@ class RmqProcess:
     def log(self) -> str:
         return posixpath.join(self.data_dir, "logs", "rocketmqlogs", f"{self.role}.log")
 
+    @property
+    def invariant_logs(self) -> tuple[str, ...]:
+        """The other logs where RocketMQ and DLedger report broken invariants of their own
+        (checkers/invariants.py): the store's loggers and the root logger DLedger writes to."""
+        names = {"broker": ("store.log", "storeerror.log", "broker_default.log"),
+                 "controller": ("dledger.log",)}.get(self.role, ())
+        return tuple(posixpath.join(self.data_dir, "logs", "rocketmqlogs", name) for name in names)
+
 
 def release_dir(workdir: str, release: str) -> str:
     return posixpath.join(workdir.rstrip("/"), "rocketmq", release)

@@ -270,12 +270,13 @@ class RocketMQDeployer(Placement):
         return next((r.node for r in self.refs if r.role == role and r.address.rsplit(":", 1)[0] == host), None)
 
     def collect_logs(self, dest_dir: str | Path) -> list[Path]:
-        """Copy every process's main log, stdout and config to dest_dir/<node>/<process>/."""
+        """Copy every process's main log, stdout, config and the logs that report broken
+        invariants (RmqProcess.invariant_logs) to dest_dir/<node>/<process>/."""
         copied = []
         for proc, ref in zip(self.rendered, self.refs):
             target = Path(dest_dir) / ref.node / ref.name
             target.mkdir(parents=True, exist_ok=True)
-            for remote in (proc.log, proc.stdout, proc.config_path):
+            for remote in (proc.log, proc.stdout, proc.config_path, *proc.invariant_logs):
                 try:
                     data = self.pool.read_file(ref.node, remote)
                 except CommandFailed:
