@@ -192,3 +192,33 @@ def click_every_marker(page, markers: list[dict], lo: float | None = None, hi: f
         inside = [m for m in markers if m["anchor"] in crowded and start <= m["x"] < stop]
         opened |= click_every_marker(page, inside, start, stop, depth + 1)
     return opened
+
+
+def test_a_cluster_lane_label_stays_in_view_when_zoomed_into_part_of_a_long_span(failing_run, browser):  # noqa: F811
+    loaded = Loaded(browser, (failing_run / "report" / "timeline.html").as_uri(), "timeline-zoomed-label")
+    page = loaded.page
+    longest = page.evaluate("""() => { const gd = document.getElementById('timeline');
+        let best = null;
+        gd.data.forEach((t, ti) => { if (t.legendgroup !== 'cluster' || !t.base) return;
+          t.base.forEach((b, i) => { if (!best || t.x[i] > best.width)
+            best = {trace: ti, index: i, start: b, width: t.x[i], text: t.text[i]}; }); });
+        return best; }""")
+    assert longest and longest["width"] > 4, longest
+    # zoom into the span's first fifth: its middle, where the label was, is out of view
+    lo, hi = longest["start"] + 0.05 * longest["width"], longest["start"] + 0.25 * longest["width"]
+    page.evaluate(f"() => Plotly.relayout(document.getElementById('timeline'), "
+                  f"{{'xaxis.range[0]': {lo}, 'xaxis.range[1]': {hi}}})")
+    page.wait_for_timeout(500)
+    drawn = page.evaluate(f"""() => {{ const gd = document.getElementById('timeline');
+        const t = gd.data[{longest['trace']}];
+        const plot = document.querySelector('.draglayer .nsewdrag').getBoundingClientRect();
+        const labels = Array.from(document.querySelectorAll('text.bartext'))
+          .filter(e => e.textContent === {json.dumps(longest['text'])})
+          .map(e => e.getBoundingClientRect())
+          .filter(r => r.width > 0 && r.left >= plot.left - 1 && r.right <= plot.right + 1);
+        return {{base: t.base[{longest['index']}], stop: t.base[{longest['index']}] + t.x[{longest['index']}],
+                 inView: labels.length}}; }}""")
+    assert abs(drawn["base"] - lo) < 1e-6 and abs(drawn["stop"] - hi) < 1e-6, drawn
+    assert drawn["inView"] >= 1, drawn
+    page.screenshot(path=str(SHOTS / "timeline-zoomed-label.png"), full_page=False)
+    assert loaded.errors == []

@@ -196,6 +196,38 @@
     if (data[anchor]) { showAnomaly(div, data, anchor, true); }
   }
 
+  // Cluster lanes (legendgroup "cluster"): a span's label is centred on its bar, so a zoom
+  // into part of a long span would leave the label outside the view. On every zoom the bars
+  // are cut to the visible range (their hover keeps the whole span), which keeps each
+  // label in the middle of what is shown.
+  function clusterSpans(figure) {
+    var indices = [], whole = [];
+    figure.data.forEach(function (trace, t) {
+      if (trace.type === "bar" && trace.legendgroup === "cluster" && trace.base) {
+        indices.push(t);
+        whole.push({ base: trace.base.slice(), x: trace.x.slice() });
+      }
+    });
+    return indices.length ? { indices: indices, whole: whole } : null;
+  }
+
+  function clipSpans(div, spans, range) {
+    var bases = [], widths = [];
+    spans.whole.forEach(function (trace) {
+      if (!range) { bases.push(trace.base); widths.push(trace.x); return; }
+      var lo = Number(range[0]), hi = Number(range[1]);
+      var base = [], width = [];
+      trace.base.forEach(function (start, i) {
+        var stop = start + trace.x[i];
+        if (stop <= lo || start >= hi) { base.push(start); width.push(trace.x[i]); return; }
+        var from = Math.max(start, lo), to = Math.min(stop, hi);
+        base.push(from); width.push(Math.max(to - from, 1e-4));
+      });
+      bases.push(base); widths.push(width);
+    });
+    return Plotly.restyle(div, { base: bases, x: widths }, spans.indices);
+  }
+
   function setupTimeline(div, figure) {
     var meta = (figure.layout && figure.layout.meta && figure.layout.meta.timeline) || null;
     if (!meta) { return null; }
@@ -209,6 +241,7 @@
       }
     });
     var boxes = boxSource(figure);
+    var spans = clusterSpans(figure);
     var first = barsForRange(full, null, meta.bars_budget);
     indices.forEach(function (t, k) {
       figure.data[t].x = first[k].x; figure.data[t].y = first[k].y; figure.data[t].error_x.array = first[k].half;
@@ -218,6 +251,7 @@
         if (!("xaxis.range[0]" in change) && !change["xaxis.autorange"]) { return; }
         var range = change["xaxis.autorange"] ? null : [change["xaxis.range[0]"], change["xaxis.range[1]"]];
         if (boxes) { drawBoxes(div, boxes, range, meta.box_limit); }
+        if (spans) { clipSpans(div, spans, range); }
         var picked = barsForRange(full, range, meta.bars_budget);
         Plotly.restyle(div, {
           x: picked.map(function (p) { return p.x; }), y: picked.map(function (p) { return p.y; }),
