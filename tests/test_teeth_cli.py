@@ -138,6 +138,14 @@ def test_only_safety_anomalies_can_catch_a_bug_never_recovery_time_or_duplicates
         "order: invalid", "invariants: 1 breach(es) raft-commit-index-back"]
 
 
+
+def test_a_consumer_groups_skipped_or_lost_deliveries_catch_a_bug_but_its_duplicates_do_not():
+    group = results_with({}, group={"valid": False, "counts": {"skip": 3, "lost": 1, "order": 0, "duplicates": 9,
+                                                                "offset_rollback": 2}})
+    assert teeth.safety_anomalies(group) == ["group: 1 lost", "group: 3 skip"]
+    duplicates_only = results_with({}, group={"valid": True, "counts": {"duplicates": 9, "offset_rollback": 2}})
+    assert teeth.safety_anomalies(duplicates_only) == []
+
 def run(run_id, valid, *safety, status="complete"):
     return teeth.RunResult(run_id, status, valid, tuple(safety))
 

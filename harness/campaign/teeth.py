@@ -7,7 +7,7 @@ the specific faults some bugs need). The same cells also run with no bug (the
 control: same plan, so the same seeds; bugs with the same cells share it).
 
 A bug is caught only by a safety anomaly (SAFETY: lost, lost after consume,
-inconsistent offsets, a non-linearizable read, an order violation, an invariant
+inconsistent offsets, a consumer group's lost, skipped or reordered deliveries, a non-linearizable read, an order violation, an invariant
 breach the SUT reported), never by recovery time alone, and only in a run whose
 control run (same cell, same seed, no bug) is valid: a control that fails too
 shows the cell, not the bug. A bug the campaign has no cell for is "not
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.group import INVALID as GROUP_SAFETY
 from checkers.verdict import UNKNOWN, as_verdict, merge_valid
 from harness.campaign.gates import families
 from harness.campaign.model import COMBINE, Campaign, CampaignError, profile_of
@@ -58,16 +59,18 @@ class BugVerdict:
                 **_facts(self.bug)}
 
 
+def _positive_counts(section: dict[str, Any] | None, names: Any, label: str) -> list[str]:
+    counts = (section or {}).get("counts") or {}
+    return [f"{label}: {count} {name}" for name in names
+            if isinstance(count := counts.get(name), int) and not isinstance(count, bool) and count > 0]
+
+
 def safety_anomalies(results: dict[str, Any]) -> list[str]:
     """The safety anomalies of one run's results.json checkers (what can catch a bug): never
     recovery time, availability, duplicates or a verdict that is only unknown."""
-    found = []
-    queue = results.get("queue") or {}
-    counts = queue.get("counts") or {}
-    for name in SAFETY_COUNTS:
-        count = counts.get(name)
-        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-            found.append(f"queue: {count} {name}")
+    found = _positive_counts(results.get("queue"), SAFETY_COUNTS, "queue")
+    # a consumer group's lost, skipped or reordered deliveries
+    found += _positive_counts(results.get("group"), GROUP_SAFETY, "group")
     for name in ("linearizable", "order"):
         if (results.get(name) or {}).get("valid") is False:
             found.append(f"{name}: invalid")
