@@ -8,7 +8,10 @@ cluster of 5 nodes, or of as many as the profile needs (root), checks all
 runs with one Spark session, and prints per seed the verdict, lost
 acknowledged messages, lost after consume, inconsistent offsets, failovers
 and, for crash faults, the unsynced bytes the crash dropped, then how many
-seeds caught it. `--bug NAME` switches a library
+seeds caught it: over every seed attempted (a run that did not complete did
+not catch anything) and over the completed ones, both printed. A catch is a
+safety anomaly (harness/campaign/teeth.py), as `chaos teeth` counts it; the
+invalid runs are printed beside. `--bug NAME` switches a library
 bug on (sut/bugs.py, docs/teeth.md); the load average before and after is the
 same-box reference (a loaded box stretches the runs, not the verdicts).
 
@@ -30,10 +33,11 @@ from pathlib import Path
 from rich.console import Console
 
 from checkers.pipeline import check_runs
+from harness.campaign.teeth import safety_anomalies
 from harness.run import RunLifecycle
 from harness.spec import build_spec
 from inventory import netns
-from sut import profiles as sut_profiles
+from sut import systems
 
 
 def main() -> int:
@@ -55,9 +59,9 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     name = f"catch-{os.getpid()}"
-    inventory = netns.up(name, max(5, sut_profiles.get(args.profile).nodes_needed), persistent=False)
+    inventory = netns.up(name, max(5, systems.profile(args.profile).nodes_needed), persistent=False)
     store = Path(tempfile.mkdtemp(prefix="catch-rate-"))
-    runs = []
+    runs, attempted = [], []
     try:
         for seed in [int(s) for s in args.seeds.split(",")]:
             spec = build_spec({"profile": args.profile, "workload": args.workload, "faults": args.fault.split("+"),
@@ -69,6 +73,7 @@ def main() -> int:
             began = time.monotonic()
             outcome = RunLifecycle(spec, Console(stderr=True), show_progress=False).execute()
             print(f"seed {seed}: run {outcome.status} in {time.monotonic() - began:.0f}s", flush=True)
+            attempted.append(seed)
             if outcome.status == "complete":
                 runs.append((seed, outcome.run.path))
     finally:
@@ -76,24 +81,39 @@ def main() -> int:
     began = time.monotonic()
     results = check_runs([path for _, path in runs])
     print(f"checked {len(runs)} runs in {time.monotonic() - began:.0f}s")
-    caught = 0
     print("| seed | verdict | acknowledged | lost | lost after consume | inconsistent offsets | failovers "
-          "| crash: unsynced bytes dropped (tries) | invalid by |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| crash: unsynced bytes dropped (tries) | invalid by | safety anomalies |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for (seed, path), result in zip(runs, results):
         counts = (result["checkers"].get("queue") or {}).get("counts", {})
         invalid = [name for name, section in result["checkers"].items()
                    if isinstance(section, dict) and section.get("valid") is False]
-        caught += result["valid"] is False
         print(f"| {seed} | {json.dumps(result['valid'])} | {counts.get('acknowledged')} | {counts.get('lost')} "
               f"| {counts.get('lost_after_consume')} | {counts.get('inconsistent_offsets')} "
               f"| {result['checkers']['rto'].get('failovers')} | {crash_losses(path)} "
-              f"| {', '.join(invalid) or '–'} |")
+              f"| {', '.join(invalid) or '–'} | {'; '.join(safety_anomalies(result['checkers'])) or '–'} |")
     bugs = f", bugs {'+'.join(args.bug)}" if args.bug else ""
-    print(f"caught {caught} of {len(runs)} ({args.profile}, {args.workload}{bugs}, {args.fault} --target {args.target or 'all'}, "
-          f"timing {args.timing}, {args.time:g}s, rate {args.rate:g}, concurrency {args.concurrency}); "
-          f"reference: load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+    print(f"{rate_line(tally(attempted, [seed for seed, _ in runs], results))} ({args.profile}, {args.workload}{bugs}, "
+          f"{args.fault} --target {args.target or 'all'}, timing {args.timing}, {args.time:g}s, rate {args.rate:g}, "
+          f"concurrency {args.concurrency}); reference: load average {load_before:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after")
     return 0
+
+
+def tally(attempted: list[int], completed: list[int], results: list[dict]) -> dict[str, int]:
+    """Catches over every attempted seed: a seed whose run did not complete is not caught."""
+    caught = sum(bool(safety_anomalies(r["checkers"])) for r in results)
+    invalid = sum(r["valid"] is False for r in results)
+    return {"attempted": len(attempted), "completed": len(completed), "caught": caught, "invalid": invalid}
+
+
+def rate_line(t: dict[str, int]) -> str:
+    """`caught 3 of 5 seeds (60%); 3 of 4 completed runs (75%); 4 invalid`."""
+    def share(n: int, of: int) -> str:
+        return f"{n / of:.0%}" if of else "–"
+    return (f"caught {t['caught']} of {t['attempted']} seeds ({share(t['caught'], t['attempted'])}); "
+            f"{t['caught']} of {t['completed']} completed runs ({share(t['caught'], t['completed'])}); "
+            f"{t['invalid']} invalid")
 
 
 def crash_losses(run_dir: Path) -> str:

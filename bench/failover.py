@@ -49,8 +49,8 @@ import nuclei  # noqa: E402
 from inventory import Pool, netns  # noqa: E402
 from nuclei.net import remove  # noqa: E402
 from sut import admin  # noqa: E402
-from sut import profiles as sut_profiles  # noqa: E402
-from sut.deploy import Deployer  # noqa: E402
+from sut import systems  # noqa: E402
+from sut.deploy import ModelDeployer  # noqa: E402
 from sut.client import Producer  # noqa: E402
 from sut.local import LocalCluster  # noqa: E402
 
@@ -146,7 +146,7 @@ async def bench_profile(profile: str, timing: str, faults: dict[str, int], base:
 class NetnsGroup:
     """A profile deployed on a namespace cluster: just what the partition bench needs."""
 
-    def __init__(self, deployer: Deployer, pool: Pool, journal: nuclei.Journal) -> None:
+    def __init__(self, deployer: ModelDeployer, pool: Pool, journal: nuclei.Journal) -> None:
         self.deployer, self.pool, self.journal = deployer, pool, journal
         self.brokers = [r for r in deployer.refs if r.role == "broker"]
         self.namesrv_node = next(r.node for r in deployer.refs if r.role == "namesrv")
@@ -210,13 +210,13 @@ async def one_partition(group: NetnsGroup, producer: Producer, hosts: dict[str, 
 def bench_partitions(profiles: list[str], timing: str, count: int, base: str,
                      results: dict[str, dict[str, list[float]]]) -> None:
     name = f"bfo{os.getpid()}"
-    inventory = netns.up(name, max(sut_profiles.get(p).nodes_needed for p in profiles), persistent=False)
+    inventory = netns.up(name, max(systems.profile(p).nodes_needed for p in profiles), persistent=False)
     pool = Pool(inventory)
     hosts = {n.name: n.host for n in inventory.nodes}
     try:
         for profile in profiles:
             journal = nuclei.Journal(os.path.join(base, f"{profile}-journal.jsonl"))
-            deployer = Deployer(pool, inventory, profile, os.path.join(base, f"{profile}-netns"),
+            deployer = ModelDeployer(pool, inventory, profile, os.path.join(base, f"{profile}-netns"),
                                 timing=timing)
             samples = results.setdefault(profile, {}).setdefault("partition", [])
             try:

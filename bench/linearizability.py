@@ -8,7 +8,7 @@ Prints numbers for docs/benchmarks.md:
      histories; one 3,424-op, 50-client key-value history, partitioned).
   3. Generated histories of growing length, concurrency, crash rate and key
      count, to show how the cost grows; the Python reference beside the small ones.
-  4. Adversarial histories (generate.adversarial_history: one completion made
+  4. Adversarial histories (tests/support/knossos_generate.py: one completion made
      impossible) next to the same valid histories, per model, at 5/10/50
      clients and growing size; the Python reference beside them.
   5. Porcupine-shaped kv: 3,424 ops, 50 clients, 10 keys, clients hanging
@@ -41,10 +41,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from checkers.knossos import analysis, analyze_batch, jvm, load_history, reference  # noqa: E402
-from checkers.knossos.generate import adversarial_history, initial, random_history  # noqa: E402
+from checkers.knossos import analysis, analyze_batch, jvm, load_history  # noqa: E402
 from checkers.knossos.history import operations  # noqa: E402
+from support import knossos_reference as reference  # noqa: E402
+from support.knossos_generate import adversarial_history, initial, random_history  # noqa: E402
 
 TESTDATA = ROOT.parent / "shared" / "testdata" / "knossos"
 INIT = {"cas-register": 0, "multi-register": {"x": 0, "y": 0}, "mutex": None}

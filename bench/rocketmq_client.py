@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from sut.local import LocalCluster  # noqa: E402
 from sut.rocketmq.driver import Driver, SharedDriver  # noqa: E402
 from support.rocketmq import LoopbackRocketMQ  # noqa: E402
-from workloads.clients import ROCKETMQ, Endpoints, broker_client  # noqa: E402
+from sut.rocketmq.profiles import SYSTEM as ROCKETMQ  # noqa: E402
+from workloads.clients import Endpoints, broker_client  # noqa: E402
 from workloads.rocketmq_client import RocketMQClient  # noqa: E402
 
 TOPIC = "bench"

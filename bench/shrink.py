@@ -23,6 +23,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness import schedule as schedule_file
+from harness.plan import spec_values
 from harness.run import RunLifecycle, check
 from harness.shrink import failure
 from harness.shrink import original as original_run
@@ -31,7 +32,7 @@ from harness.shrink.session import shrink
 from harness.spec import RunSpec, SpecError, build_spec
 from inventory import netns
 from sut import bugs as bug_library
-from sut import profiles
+from sut import systems
 
 # The fault each unsafe profile is known to fail under, and the roles it hits.
 KNOWN_BAD = {"partition": ("leader-partition", ("brokers",)), "crash": ("leader-crash", ("brokers",))}
@@ -40,11 +41,11 @@ KNOWN_BAD = {"partition": ("leader-partition", ("brokers",)), "crash": ("leader-
 def profile_for(bug: str) -> str:
     """The safe profile a bug is shrunk on: the first of the bug's mode."""
     mode = bug_library.get(bug).modes[0]
-    return next(name for name, p in profiles.PROFILES.items() if p.mode == mode and p.expected_safe)
+    return next(name for name, p in systems.profiles().items() if p.mode == mode and p.expected_safe)
 
 
 def known_bad(profile: str) -> tuple[str, tuple[str, ...]]:
-    families = profiles.get(profile).unsafe_under
+    families = systems.profile(profile).unsafe_under
     family = "partition" if "partition" in families or not families else families[0]
     return KNOWN_BAD.get(family, (f"leader-{family}", ("brokers",)))
 
@@ -52,10 +53,10 @@ def known_bad(profile: str) -> tuple[str, tuple[str, ...]]:
 def mixed(profile: str, seed: int, timing: str, bug: str | None = None) -> schedule_file.Schedule:
     """Four windows: noise around the known-bad fault, which lasts a failover window."""
     fault, roles = known_bad(profile)
-    window = profiles.failover_window_s(profile, timing)
-    other = ("controllers",) if profiles.get(profile).mode == "controller" else ("nameservers",)
+    window = systems.failover_window_s(profile, timing)
+    other = ("controllers",) if systems.profile(profile).mode == "controller" else ("nameservers",)
     # packet loss needs two nodes; a one-node profile gets a second nameserver kill instead
-    noise = "random-loss:probability=0.3" if profiles.get(profile).nodes_needed > 1 else "random-kill"
+    noise = "random-loss:probability=0.3" if systems.profile(profile).nodes_needed > 1 else "random-kill"
     W = schedule_file.FaultWindow
     windows = (W(fault="random-kill", targets=("nameservers",), start=1.0, length=round(window / 2, 3)),
                W(fault="random-suspend", targets=other, start=round(2 + window / 2, 3), length=1.0),
@@ -71,7 +72,7 @@ def mixed(profile: str, seed: int, timing: str, bug: str | None = None) -> sched
 def hand_minimal(original: schedule_file.Schedule) -> schedule_file.Schedule:
     """The known-bad fault alone, one failover window long, LEAD_S in, TAIL_S after."""
     fault, roles = known_bad(original.profile)
-    length = profiles.failover_window_s(original.profile, original.timing)
+    length = systems.failover_window_s(original.profile, original.timing)
     window = schedule_file.FaultWindow(fault=fault, targets=roles, start=LEAD_S, length=length)
     return original.replace(windows=[window.model_dump()], shape={"time": round(LEAD_S + length + TAIL_S, 3),
                                                                    "concurrency": 2, "queues": 1})
@@ -83,7 +84,7 @@ def ratio(a: float, b: float) -> str:
 
 def one(profile: str, args: argparse.Namespace, inventory: Path, store: Path, bug: str | None = None) -> str:
     plan = mixed(profile, args.seed, args.timing, bug)
-    values = {**schedule_file.spec_values(plan), "inventory": inventory, "store": store, "check": False}
+    values = {**spec_values(plan), "inventory": inventory, "store": store, "check": False}
     try:
         spec: RunSpec = build_spec(values)
     except SpecError as exc:
@@ -111,7 +112,7 @@ def one(profile: str, args: argparse.Namespace, inventory: Path, store: Path, bu
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    unsafe = [name for name, p in profiles.PROFILES.items() if not p.expected_safe]
+    unsafe = [name for name, p in systems.profiles().items() if not p.expected_safe]
     parser.add_argument("--profiles", default=",".join(unsafe))
     parser.add_argument("--bugs", default="", help="bug library names, each shrunk on a safe profile of its mode")
     parser.add_argument("--seed", type=int, default=21)

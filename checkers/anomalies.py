@@ -18,6 +18,8 @@ from .verdict import UNKNOWN
 ID_CATEGORIES = ("lost", "lost_after_consume", "duplicated", "unexpected", "recovered")
 OFFSET_CATEGORIES = ("inconsistent_offsets", "poll_skip", "nonmonotonic_poll")
 CATEGORIES = ID_CATEGORIES + OFFSET_CATEGORIES
+ID_AUDITED = ("lost_after_consume",)   # queue categories only the durability audit can show
+LOG_AUDITED = ("lost",)                # log categories only the durability audit can show
 ID_EXAMPLES = 1000  # ids listed per category in results.json; all are in checked/queue.parquet
 
 # (count, what it means, fails the run only without duplicates tolerated)
@@ -35,7 +37,12 @@ _FAILURES = (
 
 def queue_section(totals: dict[str, int], examples: dict[str, list[dict[str, Any]]],
                   spec_tolerates_duplicates: bool, audit: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The queue verdict from the counts (pure)."""
+    """The queue verdict from the counts (pure).
+
+    Without a complete durability audit the categories that need it were not
+    evaluated: the verdict is then unknown (never valid), with the reason.
+    """
+    audit = audit or audit_summary(False, totals, ID_AUDITED)
     failures, doubts = [], []
     for name, text, only_exactly_once in _FAILURES:
         if totals.get(name) and not (only_exactly_once and spec_tolerates_duplicates):
@@ -43,26 +50,30 @@ def queue_section(totals: dict[str, int], examples: dict[str, list[dict[str, Any
     for name, text in (("unreadable_polls", "poll result(s) not a list of messages"),
                        ("items_without_id", "consumed item(s) without an id"),
                        ("sends_without_id", "send(s) without a message id")):
-        if totals[name]:
+        if totals.get(name):
             doubts.append(f"{totals[name]} {text}")
+    if not audit.get("complete"):
+        doubts.append(audit.get("reason") or "no complete durability audit")
     valid = False if failures else UNKNOWN if doubts else True
     return {
         "valid": valid,
         "problems": failures + doubts,
         "counts": totals,
         **{category: examples.get(category, []) for category in CATEGORIES},
-        "audit": audit or {"complete": False, "reason": "no durability audit in the history"},
+        "audit": audit,
         "examples_limit": ID_EXAMPLES,
         "duplicates_allowed": spec_tolerates_duplicates,
     }
 
 
-def audit_summary(complete: bool, totals: dict[str, int]) -> dict[str, Any]:
-    """What the section says about the durability audit the anomalies rest on."""
+def audit_summary(complete: bool, totals: dict[str, int],
+                  needs: tuple[str, ...] = ID_AUDITED) -> dict[str, Any]:
+    """What the section says about the durability audit the anomalies `needs` rest on."""
     if complete:
         return {"complete": True, "messages_in_final_log": totals.get("in_final_log", 0)}
-    return {"complete": False, "reason": "the durability audit did not read every written queue to "
-                                         "its end: lost_after_consume not checked"}
+    return {"complete": False, "unchecked": list(needs),
+            "reason": "no complete durability audit (none in the history, or it did not read every "
+                      f"written queue to its end): {', '.join(needs)} not checked"}
 
 
 def first_rows(df: DataFrame, group: list[str], order: list[Column], limit: int) -> list[Any]:

@@ -5,6 +5,8 @@ from typing import Callable
 
 from . import perf, rto, stats
 from .context import CheckContext, RunFacts
+from .group import GroupChecker
+from .invariants import InvariantsChecker
 from .linearizable import LinearizableChecker
 from .queue import QueueChecker
 from .registry import BUILTIN, Sections, register
@@ -26,5 +28,5 @@ class EveryRun:
 
 for checker in (EveryRun("stats", ("stats",), stats.check), QueueChecker(),
                 EveryRun("rto", ("rto",), rto.check), EveryRun("perf", ("perf",), perf.check),
-                LinearizableChecker()):
+                LinearizableChecker(), GroupChecker(), InvariantsChecker()):
     register(checker, origin=BUILTIN)

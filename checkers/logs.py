@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from . import offsets
-from .anomalies import ID_EXAMPLES, audit_summary, first_rows, queue_section
+from .anomalies import ID_EXAMPLES, LOG_AUDITED, audit_summary, first_rows, queue_section
 from .context import CheckContext
 from .ops import AUDIT_FUNCTION
 from .schema import QUEUE_ANOMALIES
@@ -110,7 +110,7 @@ def check(ctx: CheckContext, runs: list[int]) -> tuple[DataFrame, dict[int, dict
         examples[row["run"]].setdefault(row["category"], []).append(example)
     sections = {}
     for run in runs:
-        section = queue_section(_full(counts[run]), examples[run], True, audit_summary(run in audited, {}))
+        section = queue_section(_full(counts[run]), examples[run], True, audit_summary(run in audited, {}, LOG_AUDITED))
         section["workload"] = "log"
         sections[run] = section
     return found, sections

@@ -37,7 +37,7 @@ class RawFile:
 
 
 def run_files(run: int, run_dir: Path) -> list[RawFile]:
-    """The raw event files of a stored run (DESIGN.md 4.1)."""
+    """The raw event files of a stored run (docs/history-format.md)."""
     files = [RawFile(run, HISTORY, str(p)) for p in sorted((Path(run_dir) / "history").glob("*.jsonl"))]
     nemesis = Path(run_dir) / "nemesis.jsonl"
     if nemesis.is_file():

@@ -5,7 +5,7 @@
 
 All runs go through the same Spark jobs (each table carries a `run` column),
 so checking a campaign costs a few jobs, not a few jobs per run. Every run
-still gets its own `checked/` tables and `results.json` (DESIGN.md 4.3).
+still gets its own `checked/` tables and `results.json` (docs/history-format.md).
 """
 from __future__ import annotations
 

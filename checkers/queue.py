@@ -14,7 +14,7 @@ polls), which classifies each id:
 - unexpected: consumed but never sent;
 - recovered: sent as info or fail but consumed. An info send may have
   happened, so this is fine; a send that only ever failed was promised not to
-  have happened (DESIGN.md 4.2), so consuming it fails the run.
+  have happened (docs/history-format.md), so consuming it fails the run.
 
 The final log is what the durability audit (workloads.audit, `audit` ops)
 read after healing; lost_after_consume needs a complete audit (every written

@@ -11,11 +11,31 @@ _RANK = {False: 0, UNKNOWN: 1, True: 2}
 log = logging.getLogger(__name__)
 
 
+def is_verdict(value: Any, wanted: Valid) -> bool:
+    """Whether `value` is the verdict `wanted`, compared by value and type.
+
+    Never by identity: a verdict decoded from JSON is a new string object, so
+    `value is "unknown"` is false for it. Never by `==` alone either: `0 == False`
+    and `1 == True`, and a count is not a verdict.
+    """
+    return type(value) is type(wanted) and value == wanted
+
+
+def has_verdict(value: Any) -> bool:
+    """Whether `value` is true or false: anything else (unknown, missing, malformed) is no verdict."""
+    return is_verdict(value, True) or is_verdict(value, False)
+
+
+def as_verdict(value: Any) -> Valid:
+    """`value` as a verdict: true or false when it is that bool, else unknown."""
+    return value if has_verdict(value) else UNKNOWN
+
+
 def merge_valid(verdicts: Iterable[Valid]) -> Valid:
     """false beats unknown beats true; no verdicts at all is true (nothing failed)."""
     worst: Valid = True
     for verdict in verdicts:
-        if verdict not in _RANK:
+        if not (has_verdict(verdict) or is_verdict(verdict, UNKNOWN)):
             raise ValueError(f"not a verdict: {verdict!r}")
         if _RANK[verdict] < _RANK[worst]:
             worst = verdict

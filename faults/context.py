@@ -33,7 +33,8 @@ class FaultContext:
 
     `processes`, `start_process` and `leader` come from the SUT's deployer;
     `target_roles` (None = every role) limits which processes and nodes a
-    fault may hit; `emit` appends one event to nemesis.jsonl.
+    fault may hit; `emit` appends one event to nemesis.jsonl; `states` feeds
+    state-triggered faults the cluster's state as it is sampled.
     """
 
     pool: Any
@@ -46,6 +47,8 @@ class FaultContext:
     target_roles: frozenset[str] | None = None
     emit: Callable[[dict[str, Any]], None] = _discard
     run_start_ns: int = field(default_factory=time.monotonic_ns)
+    # The cluster-state samples (faults.triggers.StateFeed) state-triggered faults wait on.
+    states: Any = None
 
     @property
     def names(self) -> list[str]:

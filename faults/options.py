@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, PydanticUserError, 
 
 from inventory.model import NAME_PATTERN, PATH_PATTERN
 from nuclei.process import signal_name
+from nuclei.shape import check_rate
 
 _NODE_NAME = re.compile(NAME_PATTERN)
 
@@ -47,6 +48,13 @@ def _probability(value: float) -> float:
     return value
 
 
+def _rate(value: Any) -> str:
+    try:
+        return check_rate(value)
+    except Exception as error:  # NucleusError: its text says what a rate looks like
+        raise ValueError(str(error)) from None
+
+
 def _duration(value: float) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"duration must be > 0 seconds, got {value:g}")
@@ -61,6 +69,8 @@ Signal = Annotated[str, BeforeValidator(_any_signal)]
 Probability = Annotated[float, AfterValidator(_probability)]
 # A duration in seconds, > 0.
 Duration = Annotated[float, AfterValidator(_duration)]
+# A link rate in tc's syntax (1mbit, 500kbit, 2mbps).
+Rate = Annotated[str, BeforeValidator(_rate)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 # Node names (n1,n2); checked against the inventory before the run starts.
 NodeNames = Annotated[tuple[str, ...], BeforeValidator(_node_names)]
@@ -72,12 +82,13 @@ _SHOWN = {
     "Signal": "signal: name or number",
     "Probability": "number in (0, 1]",
     "Duration": "seconds > 0",
+    "Rate": "rate in tc syntax (1mbit, 500kbit, 2mbps)",
     "Port": "port 1-65535",
     "NodeNames": "node names, comma-separated (n1,n2)",
     "RemotePath": "absolute path",
 }
 _NAMES = {id(KillSignal): "KillSignal", id(Signal): "Signal", id(Probability): "Probability",
-          id(Duration): "Duration", id(Port): "Port", id(NodeNames): "NodeNames", id(RemotePath): "RemotePath"}
+          id(Duration): "Duration", id(Rate): "Rate", id(Port): "Port", id(NodeNames): "NodeNames", id(RemotePath): "RemotePath"}
 
 
 def check(annotation: Any, value: Any) -> Any:

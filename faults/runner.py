@@ -21,6 +21,7 @@ from faults import registry
 from faults.context import FaultContext, FaultError
 from faults.schedule import ScheduledEvent
 from faults.targets import normalize_roles
+from faults.triggers import NEVER, fire_on, trigger_of
 from nuclei.heal import HealReport
 
 
@@ -40,7 +41,7 @@ class ActiveFault:
 def nemesis_event(fault: str, phase: str, time_ns: int, targets: Iterable[str] = (),
                   grudge: dict[str, list[str]] | None = None, error: str | None = None,
                   **extra: Any) -> dict[str, Any]:
-    """One nemesis.jsonl line in the history format (DESIGN.md 4.2)."""
+    """One nemesis.jsonl line in the history format (docs/history-format.md)."""
     value = {"phase": phase, "targets": list(targets), "grudge": grudge, **extra}
     return {"process": "nemesis", "type": "info", "f": fault, "key": None, "value": value,
             "time": time_ns, "node": None, "error": error}
@@ -57,6 +58,13 @@ class ScheduleRunner:
         self.heal_report: HealReport | None = None
         self._active: dict[tuple[int, int], tuple[ActiveFault, Any, Any]] = {}
         self._lock = threading.Lock()
+        # State-triggered faults: armed windows waiting on their own thread, and what each did
+        # ({fault, window, slot, start, trigger, fired_at}: offsets in seconds, NEVER if it did not fire).
+        self._armed: dict[tuple[int, int], threading.Thread] = {}
+        self._halt = threading.Event()
+        self._began = time.monotonic()
+        self._stops: dict[tuple[int, int], float] = {}
+        self.firings: list[dict[str, Any]] = []
 
     @property
     def active(self) -> list[ActiveFault]:
@@ -71,7 +79,9 @@ class ScheduleRunner:
 
     def run(self, stop_event: threading.Event) -> None:
         """Play the schedule until it ends or `stop_event` is set; heal in every case."""
-        began = time.monotonic()
+        began = self._began = time.monotonic()
+        if isinstance(self.schedule, (list, tuple)):  # an armed window watches until its stop
+            self._stops = {(e.window, e.slot): e.offset for e in self.schedule if e.phase == "stop"}
         try:
             for event in self.schedule:
                 if stop_event.wait(max(0.0, began + event.offset - time.monotonic())):
@@ -81,6 +91,7 @@ class ScheduleRunner:
                 else:
                     self._stop((event.window, event.slot))
         finally:
+            self._halt.set()
             with _sigint_deferred():
                 self._heal()
 
@@ -92,14 +103,65 @@ class ScheduleRunner:
         began = ctx.now_ns()
         try:
             nemesis = registry.create(name, **dict(event.fault.options))
+            if trigger_of(nemesis) is not None:
+                self._arm(event, ctx, nemesis)
+                return
             handle = nemesis.start(ctx)
         except Exception as error:  # noqa: BLE001 - record it, go on with the schedule
-            text = f"{type(error).__name__}: {error}" if not isinstance(error, FaultError) else str(error)
-            self.ctx.emit(nemesis_event(name, "start", began, error=text, window=event.window))
-            self.ctx.emit(nemesis_event(name, "stop", ctx.now_ns(), error=text, window=event.window))
+            self._failed(event, ctx, began, error)
             return
+        self._started(event, nemesis, handle, began)
+
+    def _failed(self, event: ScheduledEvent, ctx: FaultContext, began: int, error: Exception) -> None:
+        name = event.fault.name
+        text = f"{type(error).__name__}: {error}" if not isinstance(error, FaultError) else str(error)
+        self.ctx.emit(nemesis_event(name, "start", began, error=text, window=event.window))
+        self.ctx.emit(nemesis_event(name, "stop", ctx.now_ns(), error=text, window=event.window))
+
+    def _arm(self, event: ScheduledEvent, ctx: FaultContext, nemesis: Any) -> None:
+        """Watch for the nemesis's trigger on a thread of its own until the window's stop
+        (a replay: fire at the recorded offset); the window's stop waits for it."""
+        key = (event.window, event.slot)
+        record = {"fault": event.fault.label(), "window": event.window, "slot": event.slot,
+                  "start": event.offset, "trigger": nemesis.trigger.name, "fired_at": NEVER}
+        self.firings.append(record)
+        stop_at = self._stops.get(key)
+        deadline = None if stop_at is None else self._began + stop_at
+
+        def watch() -> None:
+            began = ctx.now_ns()
+            try:
+                if event.fired_at == NEVER:
+                    return
+                if event.fired_at is not None:  # a replay fires where the recorded run did
+                    at = self._began + float(event.fired_at)
+                    if (deadline is not None and at > deadline) or self._halt.wait(max(0.0, at - time.monotonic())):
+                        return  # a window shortened (by shrink) to end before that instant: no fault
+                    began, fired_at = ctx.now_ns(), float(event.fired_at)
+                    handle = nemesis.start(ctx)
+                else:
+                    fired = fire_on(ctx, nemesis, deadline, self._halt)
+                    if fired is None:
+                        return
+                    handle, instant = fired
+                    began = ctx.now_ns() - int((time.monotonic() - instant) * 1e9)  # history time of the instant
+                    fired_at = round(instant - self._began, 3)
+            except Exception as error:  # noqa: BLE001 - record it, go on with the schedule
+                record["error"] = str(error)
+                self._failed(event, ctx, began, error)
+                return
+            record["fired_at"] = fired_at
+            self._started(event, nemesis, handle, began, trigger=nemesis.trigger.name,
+                          armed_at_s=event.offset, fired_at_s=fired_at)
+
+        thread = threading.Thread(target=watch, name=f"trigger-{event.window}-{event.slot}", daemon=True)
+        self._armed[key] = thread
+        thread.start()
+
+    def _started(self, event: ScheduledEvent, nemesis: Any, handle: Any, began: int, **more: Any) -> None:
+        name = event.fault.name
         targets = list(getattr(handle, "targets", []) or [])
-        extra = dict(getattr(handle, "details", {}) or {})
+        extra = {**more, **dict(getattr(handle, "details", {}) or {})}
         self.ctx.emit(nemesis_event(name, "start", began, targets, getattr(handle, "grudge", None),
                                     window=event.window, **extra))
         with self._lock:
@@ -108,6 +170,9 @@ class ScheduleRunner:
         self._changed()
 
     def _stop(self, key: tuple[int, int]) -> None:
+        armed = self._armed.pop(key, None)
+        if armed is not None:
+            armed.join()  # it watches until this stop's offset at the latest
         with self._lock:
             item = self._active.pop(key, None)
         if item is None:
@@ -123,6 +188,9 @@ class ScheduleRunner:
         self._changed()
 
     def _heal(self) -> None:
+        for thread in list(self._armed.values()):
+            thread.join()  # _halt is set: a watch ends within a sample
+        self._armed.clear()
         for key in reversed(list(self._active)):
             try:
                 self._stop(key)

@@ -107,6 +107,8 @@ class ScheduledEvent:
     overlapping ones (1, 2, ...) of one window, and `seed` seeds the RNG the
     start draws its targets from. `roles`, when given, limits this fault's
     targets to those roles instead of the run's (an explicit schedule's window).
+    `fired_at`, for a state-triggered fault replayed from a schedule file, is the
+    offset it fired at in the recorded run ("never": it did not fire).
     """
 
     offset: float
@@ -116,6 +118,7 @@ class ScheduledEvent:
     slot: int
     seed: int
     roles: tuple[str, ...] | None = None
+    fired_at: float | str | None = None
 
 
 def events(seed: int | str, spec: ScheduleSpec, total: float | None = None) -> Iterator[ScheduledEvent]:

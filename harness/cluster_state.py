@@ -6,6 +6,8 @@ state differs from the last one written, so the file stays small while every
 change of master, epoch/term, SyncStateSet, controller leader or reachability
 is placed between two samples: it happened after `prev_time` and by `time`.
 Times are nanoseconds on the history's clock (workloads.history.Clock).
+Every sample, changed or not, also goes to `on_sample` (state-triggered faults
+watch the cluster through it: faults.triggers.StateFeed).
 """
 from __future__ import annotations
 
@@ -24,8 +26,10 @@ class ClusterRecorder:
     """Samples `state()` on its own thread from `start()` until `stop()`."""
 
     def __init__(self, state: Callable[[], dict[str, Any]], path: Path, clock: Clock,
-                 interval_s: float = INTERVAL_S) -> None:
+                 interval_s: float = INTERVAL_S,
+                 on_sample: Callable[[int, dict[str, Any]], None] | None = None) -> None:
         self.state = state
+        self.on_sample = on_sample
         self.path = path
         self.clock = clock
         self.interval_s = interval_s
@@ -57,6 +61,8 @@ class ClusterRecorder:
                 began = self.clock.now()
                 current = self._sample()
                 self.samples += 1
+                if self.on_sample is not None:
+                    self.on_sample(began, current)
                 if current != last:
                     out.write(json.dumps({"time": began, "prev_time": prev_time, **current},
                                          separators=(",", ":"), default=str) + "\n")

@@ -1,5 +1,5 @@
 """What a run shows on the console: a live status line, and what a stop signal during
-clean-up prints (DESIGN.md section 3)."""
+clean-up prints (docs/architecture.md, "One run")."""
 from __future__ import annotations
 
 import contextlib

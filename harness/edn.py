@@ -1,4 +1,4 @@
-"""Convert between our raw history (DESIGN.md 4.2) and Jepsen's EDN history.
+"""Convert between our raw history (docs/history-format.md) and Jepsen's EDN history.
 
 A Jepsen history is a vector (or list) of op maps with keyword keys:
 `{:process 0, :type :invoke, :f :read, :value nil, :time 123, :index 0}`.
@@ -28,7 +28,7 @@ from edn_format import Keyword
 
 from checkers.knossos.edn import read_edn
 from checkers.knossos.history import HistoryError
-from checkers.routes import LINEARIZABILITY_MODELS, infer_workload
+from checkers.routes import infer_workload, route
 
 if TYPE_CHECKING:
     from harness.store import RunDir, Store
@@ -214,6 +214,7 @@ def import_history(edn_path: Path, store: "Store", workload: str | None = None,
     from workloads.history import EventLog
     events = load_history(Path(edn_path)) if events is None else events
     workload = workload or guess_workload(events)
+    known = route(workload)
     campaign = store.new_campaign()
     run = store.new_run(campaign, f"import-{slug(Path(edn_path).stem)}")
     with EventLog(run.history_dir / "imported.jsonl") as client_log, \
@@ -223,7 +224,7 @@ def import_history(edn_path: Path, store: "Store", workload: str | None = None,
     write_json(run.run_json, RunJson(
         kind="import", run_id=run.run_id, campaign_id=campaign, workload=workload,
         checks=CheckInputs(workload=workload), source=str(Path(edn_path).resolve()),
-        model=LINEARIZABILITY_MODELS.get(workload or ""), ops=len(events)).as_json())
+        model=known.model if known else None, ops=len(events)).as_json())
     write_json(store.campaign_dir(campaign) / "campaign.json",
                CampaignJson(campaign_id=campaign, kind="import", runs=[run.run_id]).as_json())
     return run

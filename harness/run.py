@@ -1,4 +1,4 @@
-"""One run, end to end (DESIGN.md section 3): the lifecycle behind `chaos run`.
+"""One run, end to end (docs/architecture.md, "One run"): the lifecycle behind `chaos run`.
 
     cluster -> deploy -> workload + fault schedule -> heal -> workload goes on
     for the recovery period -> final phase (drain) -> collect logs -> stop ->
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import os
 import platform
 import random
@@ -29,31 +27,32 @@ import traceback
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 import faults
 import nuclei
-import workloads
 from checkers.ops import WRITE_FUNCTIONS
 from faults.crash import needs_crash_fs
-from faults.runner import ActiveFault, run_schedule
-from faults.schedule import FaultSpec, ScheduleSpec, ScheduledEvent, plan
+from faults.runner import ActiveFault, ScheduleRunner
+from faults.schedule import FaultSpec
 from faults.targets import normalize_roles
+from faults.triggers import StateFeed
 from faults.validate import validate
 from harness.cluster_state import FILE_NAME as CLUSTER_FILE, ClusterRecorder
 from harness.console import LiveStatus, deferred_sigint, live_display, please_wait
 from harness.signals import run_stoppable, stop_reason
 from harness.stale import release_lease, take_lease
 from harness import schedule as schedule_file
+from harness.plan import fault_schedule, from_spec, make_workload, operation_plan, plan_summary
 from harness.spec import RunSpec
 from harness.store import RunDir, Store, slug, write_json, write_text
 from inventory import Inventory, InventoryError, Pool, docker, load, netns
 from records import CampaignJson, CheckInputs, RunJson
-from sut.deploy import DeployError, Deployer, make_deployer
-from sut import profiles
-from workloads.base import Workload, run_together
+from sut.deploy import DeployError, make_deployer
+from sut import systems
+from sut.systems import Deployer
+from workloads.base import run_together
 from workloads.clients import Endpoints
-from workloads.generator import GeneratorSpec, LazyPlan, PlannedOp
 from workloads.history import Clock, EventLog
 from workloads.register import serves_kv
 from workloads.runner import WorkloadRun
@@ -64,51 +63,6 @@ HEALTHY_TIMEOUT_S = 90.0
 
 class RunError(Exception):
     """A run could not go on (cluster, deploy, fault setup): one line, recorded in run.json."""
-
-
-# -- planning (pure): what `--dry-run` shows and run.json records --------------------------
-
-def make_workload(spec: RunSpec) -> Workload:
-    return workloads.WORKLOADS[spec.workload](spec.workload_options())
-
-
-def fault_schedule(spec: RunSpec, fault_specs: list[FaultSpec] | None = None) -> list[ScheduledEvent]:
-    """The fault schedule of the run: a pure function of (seed, spec)."""
-    if spec.windows is not None:
-        return schedule_file.events(spec.windows, spec.seed)
-    specs = fault_specs or [FaultSpec.parse(text) for text in spec.faults]
-    schedule = ScheduleSpec(faults=specs, interval=spec.interval, duration=spec.duration,
-                                   overlap=[FaultSpec.parse(text) for text in spec.overlap])
-    return plan(spec.seed, schedule, spec.time) if spec.has_faults else []
-
-
-def operation_plan(spec: RunSpec, workload: Workload | None = None) -> LazyPlan:
-    """The workload runs through the faults (--time) and the recovery after them; the plan
-    is generated as it is used (run.Plan.ops holds no list)."""
-    workload = workload or make_workload(spec)
-    return LazyPlan(GeneratorSpec(seed=spec.seed, rate=spec.rate, concurrency=spec.concurrency,
-                                  duration=spec.time + spec.recovery), workload)
-
-
-def plan_summary(spec: RunSpec, ops: Iterable[PlannedOp] | None = None) -> dict[str, Any]:
-    """Counts and digests of the operation and fault schedules (same seed, same digests).
-
-    The operations' digest is of their JSON list, fed one operation at a time."""
-    ops = operation_plan(spec) if ops is None else ops
-    digest, count, counts = hashlib.sha256(b"["), 0, {}
-    for op in ops:
-        digest.update((", " if count else "").encode()
-                      + json.dumps([op.at, op.worker, op.f, op.key, op.value], sort_keys=True).encode())
-        count += 1
-        counts[op.f] = counts.get(op.f, 0) + 1
-    digest.update(b"]")
-    # An event's seed picks its targets when it starts: part of "the same faults".
-    schedule = [{"offset_s": ev.offset, "fault": ev.fault.label(), "phase": ev.phase, "window": ev.window,
-                 "seed": ev.seed} for ev in fault_schedule(spec)]
-    return {"operations": count, "by_f": counts,
-            "operations_digest": digest.hexdigest()[:16],
-            "faults": schedule,
-            "faults_digest": hashlib.sha256(json.dumps(schedule).encode()).hexdigest()[:16]}
 
 
 # -- the record (run.json) -------------------------------------------------------------
@@ -130,9 +84,9 @@ def versions() -> dict[str, Any]:
 def check_inputs(spec: RunSpec, summary: dict[str, Any]) -> CheckInputs:
     """The facts the checkers read from run.json: settings, thresholds and the profile's timings."""
     try:
-        detection = profiles.failure_detection_s(spec.profile, spec.timing)
-        window = profiles.failover_window_s(spec.profile, spec.timing)
-    except profiles.ProfileError:
+        detection = systems.failure_detection_s(spec.profile, spec.timing)
+        window = systems.failover_window_s(spec.profile, spec.timing)
+    except systems.ProfileError:
         detection = window = None
     return CheckInputs(workload=spec.workload, profile=spec.profile, seed=spec.seed, ordered=spec.ordered,
                        rto_threshold_s=spec.rto_threshold_s, min_availability=spec.min_availability,
@@ -179,9 +133,14 @@ class RunRecord:
             status=self.status, error=self.error, stop_reason=self.stop_reason, valid=self.valid,
             started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             timings={"phases": self.phases, "history_origin_s": self.history_origin_s,
+                     # where the SUT's wall-clock log times meet the history's clock (checkers/invariants.py)
+                     "history_origin_unix": (None if self.history_origin_s is None
+                                             else round(self.started + self.history_origin_s, 3)),
                      "total_s": round(time.time() - self.started, 3)},
             plan=self.summary, inventory=self.inventory, cluster=self.cluster,
-            heal=self.heal, notes=self.notes, versions=self._versions,
+            heal=self.heal, notes=self.notes,
+            versions={**self._versions, **({"rocketmq": self.spec.rocketmq_version}
+                                           if self.spec.rocketmq_version else {})},
         ).as_json()
 
     def save(self) -> None:
@@ -281,7 +240,7 @@ class RunLifecycle:
         self.workload = make_workload(spec)
         self.ops = operation_plan(spec, self.workload)
         self.record.summary = plan_summary(spec, self.ops)
-        schedule_file.save(self.run.path / schedule_file.FILE_NAME, schedule_file.from_spec(spec))
+        schedule_file.save(self.run.path / schedule_file.FILE_NAME, from_spec(spec))
         if spec.failover_warning():
             self.record.notes.append(spec.failover_warning())
 
@@ -323,13 +282,13 @@ class RunLifecycle:
 
     # -- on the cluster ---------------------------------------------------------------------
     def _on_cluster(self, inventory: Inventory) -> None:
-        needed = profiles.get(self.spec.profile).nodes_needed
+        needed = systems.profile(self.spec.profile).nodes_needed
         if len(inventory.nodes) < needed:
             raise RunError(f"profile {self.spec.profile} needs {needed} nodes, "
                            f"inventory {inventory.name} has {len(inventory.nodes)}")
         with Pool(inventory) as pool:
             deployer = make_deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing,
-                                     bugs=self.spec.bugs)
+                                     bugs=self.spec.bugs, release=self.spec.rocketmq_version)
             fault_specs = validate(self.spec.faults, [node.name for node in deployer.used_nodes])
             journal = nuclei.Journal(self.run.journal_file)
             self.run.journal_file.touch()  # part of the layout even if no fault ever applies
@@ -337,6 +296,7 @@ class RunLifecycle:
             try:
                 with self.record.phase("deploy", self.status):
                     deployer.install()
+                    self.record.notes.extend(getattr(deployer, "notes", ()))
                     deployer.start()
                     deployer.wait_healthy(HEALTHY_TIMEOUT_S)
                 with live_display(self.status, self.console, self.show_progress):
@@ -408,17 +368,18 @@ class RunLifecycle:
             pool=pool, nodes=list(deployer.used_nodes), rng=random.Random(f"{spec.seed}:faults"),
             journal=journal, processes=deployer.processes, start_process=deployer.start_process,
             leader=deployer.leader, target_roles=normalize_roles(list(spec.targets)),
-            emit=emit, run_start_ns=clock.origin_ns)
+            emit=emit, run_start_ns=clock.origin_ns, states=StateFeed())
         stop = threading.Event()
         schedule = fault_schedule(spec, fault_specs)
-        recorder = ClusterRecorder(deployer.cluster_state, self.run.path / CLUSTER_FILE, clock).start()
+        recorder = ClusterRecorder(deployer.cluster_state, self.run.path / CLUSTER_FILE, clock,
+                                   on_sample=ctx.states.push).start()
+        runner = ScheduleRunner(ctx, schedule, on_change)
         try:
             with self.record.phase("setup", self.status):
                 await run.setup()
             self.record.phase_start("main")
             self.status.phase = "main"
-            fault_task = asyncio.ensure_future(
-                asyncio.to_thread(run_schedule, ctx, schedule, stop, on_change))
+            fault_task = asyncio.ensure_future(asyncio.to_thread(runner.run, stop))
 
             main_ends = time.monotonic() + spec.time
 
@@ -444,9 +405,26 @@ class RunLifecycle:
                 if run.final_timed_out:
                     self.record.notes.append(f"final phase cut off after --drain-timeout {spec.drain_timeout:g}s")
         finally:
+            self._record_firings(runner)
             recorder.stop()  # at most one sample (0.5 s timeout) to wait for
             await run.close()
             nemesis_log.close()
+
+    def _record_firings(self, runner: ScheduleRunner) -> None:
+        """schedule.yaml gets each state-triggered window's trigger and the instant it fired
+        (a replay fires there); a trigger that never fired is a note of the run."""
+        if not runner.firings:
+            return
+        path = self.run.path / schedule_file.FILE_NAME
+        try:
+            recorded = schedule_file.load(path).with_firings(runner.firings)
+            schedule_file.save(path, recorded)
+        except (OSError, ValueError) as exc:  # never mask how the run itself ended
+            self.record.notes.append(f"could not record the triggers' instants in {path.name}: {exc}")
+            return
+        for window in recorded.unfired():
+            self.record.notes.append(f"trigger {window.trigger} of {window.fault} (armed {window.start:g}s to "
+                                     f"{window.end:g}s) never fired: the fault was not applied")
 
     # -- checking -----------------------------------------------------------------------------
     def _check_and_report(self) -> None:

@@ -6,19 +6,19 @@ and `chaos shrink` edits them. A schedule with the same seed gives the same
 operations (the seed and the shape fix the operation plan) and the same
 faults at the same offsets (each window keeps the seed its targets are drawn
 from), whether the windows came from the seeded generator or from the file.
+This module is the file format; harness/plan.py turns a run spec into a
+schedule and back.
 """
 from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-if TYPE_CHECKING:
-    from faults.schedule import ScheduledEvent
-    from harness.spec import RunSpec
+from harness.store import write_text
 
 FORMAT = 1
 FILE_NAME = "schedule.yaml"
@@ -41,6 +41,10 @@ class FaultWindow(BaseModel):
     start: float = Field(ge=0)
     length: float = Field(gt=0)
     seed: int | None = Field(None, description="seeds the choice of targets; derived when absent")
+    trigger: str | None = Field(None, description="a state-triggered fault's trigger (written by the run)")
+    fired_at: float | Literal["never"] | None = Field(
+        None, description="when the trigger fired, seconds from the main phase's start ('never': it did "
+                          "not); a replay fires there without watching")
 
     @property
     def end(self) -> float:
@@ -84,6 +88,7 @@ class Schedule(BaseModel):
     seed: int
     timing: str = "default"
     bugs: tuple[str, ...] = Field((), description="bugs of the bug library switched on (`chaos run --bug`)")
+    rocketmq_version: str | None = Field(None, description="real RocketMQ's release (rmq-* profiles)")
     shape: Shape
     windows: tuple[FaultWindow, ...] = ()
 
@@ -97,6 +102,22 @@ class Schedule(BaseModel):
                                  f"{window.length:g}s) ends after the main phase ({self.shape.time:g}s)")
         return self
 
+    def with_firings(self, firings: list[dict[str, Any]]) -> "Schedule":
+        """The windows of state-triggered faults with their trigger and the offset they fired
+        at (faults.runner.ScheduleRunner.firings), found by fault and start."""
+        found = {(f["fault"], round(float(f["start"]), 3)): f for f in firings}
+        windows = []
+        for window in self.windows:
+            firing = found.get((window.fault, round(window.start, 3)))
+            if firing is not None:
+                window = window.model_copy(update={"trigger": firing["trigger"], "fired_at": firing["fired_at"]})
+            windows.append(window)
+        return self.replace(windows=tuple(w.model_dump() for w in windows))
+
+    def unfired(self) -> list[FaultWindow]:
+        """Windows whose trigger never fired."""
+        return [window for window in self.windows if window.fired_at == "never"]
+
     @property
     def fault_seconds(self) -> float:
         return round(sum(window.length for window in self.windows), 3)
@@ -107,57 +128,6 @@ class Schedule(BaseModel):
         return Schedule.model_validate({**self.model_dump(), **changes, "shape": shape.model_dump()})
 
 
-# -- from and to a run spec ---------------------------------------------------------------
-
-def from_spec(spec: "RunSpec") -> Schedule:
-    """The schedule a spec runs: its explicit windows, or the seeded generator's."""
-    if spec.windows is not None:
-        windows = spec.windows
-    else:
-        from harness.run import fault_schedule
-        starts = {}
-        windows_found = []
-        for event in fault_schedule(spec):
-            key = (event.window, event.slot)
-            if event.phase == "start":
-                starts[key] = event
-            elif key in starts:
-                begin = starts.pop(key)
-                windows_found.append(FaultWindow(fault=begin.fault.label(), targets=tuple(spec.targets),
-                                                 start=begin.offset, length=round(event.offset - begin.offset, 3),
-                                                 seed=begin.seed))
-        windows = tuple(sorted(windows_found, key=lambda w: (w.start, w.end)))
-    return Schedule(profile=spec.profile, workload=spec.workload, seed=spec.seed, timing=spec.timing,
-                    bugs=tuple(spec.bugs),
-                    shape=Shape(time=spec.time, recovery=spec.recovery, rate=spec.rate,
-                                concurrency=spec.concurrency, queues=spec.queues, keys=spec.keys,
-                                ordered=spec.ordered, mix=dict(spec.mix)),
-                    windows=windows)
-
-
-def spec_values(schedule: Schedule) -> dict[str, Any]:
-    """RunSpec values that replay `schedule` (the caller adds store, inventory, ...)."""
-    labels = list(dict.fromkeys(window.fault for window in schedule.windows)) or ["noop"]
-    return {"profile": schedule.profile, "workload": schedule.workload, "seed": schedule.seed,
-            "timing": schedule.timing, **schedule.shape.model_dump(), "faults": labels,
-            "windows": schedule.windows, **({"bugs": schedule.bugs} if schedule.bugs else {})}
-
-
-def events(windows: tuple[FaultWindow, ...], run_seed: int) -> list[ScheduledEvent]:
-    """The start/stop events of explicit windows, in time order (stops first on a tie)."""
-    from faults.schedule import FaultSpec, ScheduledEvent
-    found = []
-    ordered = sorted(windows, key=lambda w: (w.start, w.end))
-    for index, window in enumerate(ordered):
-        spec = FaultSpec.parse(window.fault)
-        seed = window.target_seed(run_seed)
-        roles = tuple(window.targets) or None
-        for phase, offset in (("start", window.start), ("stop", window.end)):
-            found.append(ScheduledEvent(round(offset, 3), spec, phase, index, 0, seed, roles))
-    found.sort(key=lambda event: (event.offset, event.phase == "start"))
-    return found
-
-
 # -- the file -----------------------------------------------------------------------------
 
 def dump(schedule: Schedule) -> str:
@@ -165,6 +135,8 @@ def dump(schedule: Schedule) -> str:
     data = schedule.model_dump(mode="json")
     if not data["bugs"]:
         data.pop("bugs")
+    if data["rocketmq_version"] is None:
+        data.pop("rocketmq_version")
     data["windows"] = [{k: v for k, v in window.items() if v not in ((), [], None)}
                        for window in data["windows"]]
     if not data["shape"]["mix"]:
@@ -198,5 +170,4 @@ def load(path: Path) -> Schedule:
 
 
 def save(path: Path, schedule: Schedule) -> None:
-    from harness.store import write_text
     write_text(path, dump(schedule))

@@ -18,7 +18,7 @@ import workloads
 from harness.bounds import run_size_problem
 from harness.schedule import FaultWindow
 from harness.store import StoreError, check_writable
-from sut import profiles
+from sut import profiles, systems
 from workloads.base import WorkloadOptions
 
 # Option names as the user types them, for error messages.
@@ -30,6 +30,7 @@ OPTION_NAMES = {
     "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
     "op_timeout": "--op-timeout", "timing": "--timing", "duration": "--fault-duration",
     "provider": "--provider", "windows": "--schedule", "bugs": "--bug",
+    "rocketmq_version": "--rocketmq-version",
     "rto_threshold_s": "--rto-threshold", "min_availability": "--min-availability",
 }
 NO_FAULT = "noop"
@@ -42,15 +43,15 @@ class SpecError(ValueError):
 # -- registries (one place for each fact: the names live in their own packages) -----
 
 def known_profiles() -> list[str]:
-    return sorted(profiles.PROFILES)
+    return sorted(systems.profiles())
 
 
 def nodes_needed(profile: str) -> int:
-    return profiles.get(profile).nodes_needed
+    return systems.profile(profile).nodes_needed
 
 
 def known_workloads() -> list[str]:
-    return sorted(workloads.WORKLOADS)
+    return sorted(workloads.known())
 
 
 def check_fault(text: str) -> None:
@@ -70,7 +71,7 @@ def refused_fault(profile: str, faults: list[str]) -> str | None:
     """Why one of these faults cannot apply to the profile (a crash on real RocketMQ), or None."""
     from faults.schedule import FaultSpec
     for text in faults:
-        reason = profiles.refused_fault(profile, FaultSpec.parse(text).name)
+        reason = systems.refused_fault(profile, FaultSpec.parse(text).name)
         if reason:
             return f"fault {text} on profile {profile}: {reason}"
     return None
@@ -121,7 +122,8 @@ def planned_nodes(spec: "RunSpec") -> list[str]:
         inventory = Inventory(name="planned", kind="netns", nodes=[
             Node(name=f"n{i}", host=f"192.0.2.{i}") for i in range(1, (spec.nodes or netns.DEFAULT_NODES) + 1)])
     try:
-        return [node.name for node in make_deployer(None, inventory, spec.profile, ".", timing=spec.timing).used_nodes]
+        return [node.name for node in make_deployer(None, inventory, spec.profile, ".", timing=spec.timing,
+                                                 release=spec.rocketmq_version).used_nodes]
     except DeployError as exc:
         raise ValueError(str(exc)) from None
 
@@ -130,7 +132,7 @@ def check_can_run_here(spec: "RunSpec") -> None:
     """A run that brings up its own local cluster needs what `chaos up` needs (root, the
     tools, a usable CHAOS_HOME): checked before anything exists. SpecError otherwise."""
     from inventory import InventoryError, netns
-    check_release(spec.profile)
+    check_release(spec.profile, spec.rocketmq_version)
     if spec.inventory is not None or running_default_cluster(spec) is not None:
         return
     try:
@@ -139,16 +141,19 @@ def check_can_run_here(spec: "RunSpec") -> None:
         raise SpecError(f"cannot bring up a local cluster: {exc} (or pass --inventory FILE)") from None
 
 
-def check_release(profile: str) -> None:
-    """A real-RocketMQ profile needs the pinned release (JDK, Maven, registry): one line
-    saying what is missing, before any node is touched."""
-    if profiles.get(profile).system != "rocketmq":
-        return
-    from sut.rocketmq.release import ReleaseError, ensure
-    try:
-        ensure()
-    except ReleaseError as exc:
-        raise SpecError(f"profile {profile}: {exc}") from None
+def check_release(profile: str, release: str | None = None) -> None:
+    """A profile's system may need a release at hand (real RocketMQ: the chosen or pinned
+    release, fetched on first use; a JDK, Maven, the registry): one line saying what is
+    missing, before any node is touched."""
+    problem = systems.release_problem(profile, release)
+    if problem:
+        raise SpecError(f"profile {profile}: {problem}")
+
+
+def release_problem(profile: str, release: str | None) -> str | None:
+    """Why `--rocketmq-version` does not fit this profile (a system without releases, a
+    release it does not have, or one that cannot run the profile), or None."""
+    return None if release is None else systems.release_refusal(profile, release)
 
 
 def check_faults_fit_the_nodes(spec: "RunSpec") -> None:
@@ -172,10 +177,10 @@ def crash_reaching_a_majority(spec: "RunSpec", nodes: list[str]) -> str | None:
     from faults.crash import needs_crash_fs
     from faults.schedule import FaultSpec
     from faults.targets import majority_size, most_hit, normalize_roles
-    reason = profiles.refused_fault(spec.profile, "major-crash")
+    reason = systems.refused_fault(spec.profile, "major-crash")
     if reason is None:
         return None
-    profile = profiles.get(spec.profile)
+    profile = systems.profile(spec.profile)
     groups: dict[str, list[str]] = {}
     for proc in profile.of_role("broker"):
         groups.setdefault(proc.config.get("broker_name", ""), []).append(nodes[proc.node])
@@ -242,6 +247,8 @@ class RunSpec(BaseModel):
     # SUT
     timing: str = Field("default", description="SUT timing scale: default (RocketMQ's) or fast (a tenth)")
     bugs: tuple[str, ...] = Field((), description="library bugs switched on in the SUT (sut/bugs.py)")
+    rocketmq_version: str | None = Field(None, description="real RocketMQ's release (rmq-* profiles; "
+                                         "resolved to the pinned one when not given)")
     # checking
     check: bool = True
     spark_master: str | None = None
@@ -260,8 +267,8 @@ class RunSpec(BaseModel):
             return data
         data = dict(data)
         try:
-            window = profiles.failover_window_s(data.get("profile") or cls.model_fields["profile"].default,
-                                                data.get("timing") or cls.model_fields["timing"].default)
+            window = systems.failover_window_s(data.get("profile") or cls.model_fields["profile"].default,
+                                               data.get("timing") or cls.model_fields["timing"].default)
         except profiles.ProfileError:
             window = 1.0  # the field validators say what is wrong
         if data.get("duration") is None:
@@ -270,6 +277,18 @@ class RunSpec(BaseModel):
             if data.get(name) is None:
                 data[name] = window
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_release(cls, data: Any) -> Any:
+        """A run of a system with releases records the release it ran: its default unless given."""
+        if not isinstance(data, dict) or data.get("rocketmq_version") is not None:
+            return data
+        try:
+            release = systems.default_release(data.get("profile") or cls.model_fields["profile"].default)
+        except profiles.ProfileError:
+            return data
+        return data if release is None else {**data, "rocketmq_version": release}
 
     @field_validator("profile")
     @classmethod
@@ -336,9 +355,12 @@ class RunSpec(BaseModel):
             raise ValueError("give either --nodes (local cluster) or --inventory, not both")
         if self.provider == "docker" and self.inventory is not None:
             raise ValueError("give either --provider docker (a local docker cluster) or --inventory, not both")
-        if self.bugs and profiles.get(self.profile).system != "model":
-            raise ValueError(f"--bug: the bug library lives in the model SUT; {self.profile} runs real "
-                             f"RocketMQ, which has none")
+        if self.bugs and not systems.takes_bugs(self.profile):
+            raise ValueError(f"--bug: the bug library lives in the model SUT; {self.profile} runs "
+                             f"{systems.system_of(self.profile).title}, which has none")
+        problem = release_problem(self.profile, self.rocketmq_version)
+        if problem:
+            raise ValueError(problem)
         if self.ordered and self.workload != "queue":
             raise ValueError(f"--ordered applies to the queue workload, not {self.workload}")
         needed = nodes_needed(self.profile)
@@ -359,7 +381,7 @@ class RunSpec(BaseModel):
                                    self.interval + self.duration if self.has_faults else None)
         if too_big:
             raise ValueError(too_big)
-        workload = workloads.WORKLOADS[self.workload]
+        workload = workloads.get(self.workload)
         problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
         problem = problem or refused_fault(self.profile, [*self.faults, *self.overlap])
         if problem:
@@ -386,13 +408,13 @@ class RunSpec(BaseModel):
 
     @property
     def detection_s(self) -> float:
-        """How long the profile takes to notice a failed master (sut.profiles)."""
-        return profiles.failure_detection_s(self.profile, self.timing)
+        """How long the profile takes to notice a failed master (sut.systems)."""
+        return systems.failure_detection_s(self.profile, self.timing)
 
     def failover_warning(self) -> str | None:
         """Why this run's fault windows cannot exercise a failover, or None."""
-        needed = profiles.failover_window_s(self.profile, self.timing)
-        if not self.has_faults or self.longest_window_s >= needed or not profiles.has_failover(self.profile):
+        needed = systems.failover_window_s(self.profile, self.timing)
+        if not self.has_faults or self.longest_window_s >= needed or not systems.has_failover(self.profile):
             return None
         return (f"warning: faults last {self.longest_window_s:g}s but {self.profile} needs {self.detection_s:g}s "
                 f"to detect a failed master ({needed:g}s with margin, timing {self.timing}): no failover "
@@ -404,7 +426,8 @@ class RunSpec(BaseModel):
 
     def summary(self) -> str:
         bugs = f", bugs {'+'.join(self.bugs)}" if self.bugs else ""
-        return (f"{self.profile} / {self.workload} / {self.fault_label}, {self.time:g}s, "
+        release = f" (RocketMQ {self.rocketmq_version})" if self.rocketmq_version else ""
+        return (f"{self.profile}{release} / {self.workload} / {self.fault_label}, {self.time:g}s, "
                 f"rate {self.rate:g}/s, concurrency {self.concurrency}, seed {self.seed}{bugs}")
 
 

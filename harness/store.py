@@ -1,4 +1,4 @@
-"""The store: one directory per run, Jepsen-like (DESIGN.md 4.1).
+"""The store: one directory per run, Jepsen-like (docs/history-format.md).
 
     store/<campaign-id>/campaign.json
     store/<campaign-id>/runs/<run-id>/{run.json, history/, nemesis.jsonl,

@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nuclei import lazyfs, net, process
+from nuclei import lazyfs, net, process, shape
 from nuclei.journal import Journal, JournalEntry
 from nuclei.remote import NucleusError, in_parallel
 
-NETWORK_ACTIONS = ("drop", "loss")
+NETWORK_ACTIONS = ("drop", "loss", "bandwidth")
+IPTABLES_ACTIONS = ("drop", "loss")
 # A crash file system stays mounted while the SUT runs on it: only the heal at
 # the very end (`unmount=True`, after the SUT stopped) and `chaos heal` remove it.
 MOUNT_ACTIONS = ("mount",)
@@ -39,7 +40,10 @@ def undo(pool: Any, journal: Journal, entry: JournalEntry,
 
     With `skip_restart` (why), a kill is marked undone without starting the process again."""
     name = entry.params.get("name", "")
-    if entry.action in NETWORK_ACTIONS:
+    if entry.action == "bandwidth":
+        shape.remove(pool, journal, entry)
+        return f"{entry.node}: removed the {entry.params.get('rate')} bandwidth limit to {', '.join(entry.params.get('peers', []))}"
+    if entry.action in IPTABLES_ACTIONS:
         net.remove(pool, journal, entry)
         return f"{entry.node}: removed {entry.action} rules for {', '.join(entry.params.get('peers', []))}"
     if entry.action == "pause":
@@ -70,7 +74,7 @@ def heal(pool: Any, journal: Journal, nodes: Iterable[str] = (),
     for entry in journal.pending():
         if unmount or entry.action not in MOUNT_ACTIONS:
             by_node[entry.node].append(entry)
-    chain_nodes = {entry.node for entry in journal.entries() if entry.action in NETWORK_ACTIONS}
+    chain_nodes = {entry.node for entry in journal.entries() if entry.action in IPTABLES_ACTIONS}
     chain_nodes.update(nodes)
 
     def heal_node(node: str) -> None:

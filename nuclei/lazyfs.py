@@ -141,7 +141,7 @@ def sweep(pool: Any, node: str, workdir: str) -> list[str]:
 
 def data_mountpoint(workdir: str) -> str:
     """Where the run mounts the crash file system: the node's data root (the same
-    place as sut.deploy.Deployer.data_root; nuclei may not import sut)."""
+    place as sut.deploy.Placement.data_root; nuclei may not import sut)."""
     return posixpath.join(workdir, "data")
 
 

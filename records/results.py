@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from records.base import StoreFile
 
@@ -11,7 +11,7 @@ from records.base import StoreFile
 class ResultsJson(StoreFile):
     """Written by `checkers.pipeline`; read by the harness (verdicts, shrinking) and the pages."""
 
-    valid: bool | Literal["unknown"] = "unknown"
+    valid: StrictBool | Literal["unknown"] = "unknown"
     run: str | None = None
     workload: str | None = None
     checked_at: str | None = None

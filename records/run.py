@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from records.base import StoreFile, read_model
 
@@ -54,7 +54,7 @@ class RunJson(StoreFile):
     status: str | None = None          # running -> checking -> complete | interrupted | error
     error: str | None = None
     stop_reason: str | None = None
-    valid: bool | Literal["unknown"] | None = None
+    valid: StrictBool | Literal["unknown"] | None = None
     started_at: str | None = None
     timings: dict[str, Any] = Field(default_factory=dict)
     plan: dict[str, Any] = Field(default_factory=dict)

@@ -35,6 +35,7 @@ WHERE = {
     "inconsistent_offsets": "at the operations that saw two different messages at one offset",
     "poll_skip": "at the poll (or read) that jumped over offsets",
     "nonmonotonic_poll": "at the poll that went back",
+    "invariant_breach": "at the time the node reported it, in the lane of the operation closest to it",
 }
 
 
@@ -267,5 +268,5 @@ def shown_columns(rows: list[dict[str, Any]]) -> list[str]:
 
 def category_title(category: str, count: int) -> str:
     """"lost: 362 messages" or "inconsistent offsets: 273 offsets"."""
-    unit = "offset" if category in COUNTS_OFFSETS else "message"
+    unit = "offset" if category in COUNTS_OFFSETS else "report" if category == "invariant_breach" else "message"
     return f"{category.replace('_', ' ')}: {count:,} {unit}{'' if count == 1 else 's'}"

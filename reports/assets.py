@@ -1,7 +1,8 @@
 """The pages' static files, copied once per folder and referenced relatively.
 
 Plotly's JavaScript comes from the plotly Python package itself (no CDN), so
-a report opens offline and a campaign folder copied elsewhere still works.
+a report opens offline. A store keeps one copy (store/assets/) for its campaigns,
+runs and trend page: copy a campaign elsewhere together with that folder.
 """
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def plotly_js() -> Path:
 def _sources() -> dict[str, Path]:
     static = Path(str(resources.files("reports") / "static"))
     return {"plotly.min.js": plotly_js(), **{name: static / name for name in STATIC_FILES}}
+
+
+def store_assets_folder(campaign_dir: Path) -> Path:
+    """The folder whose assets/ a campaign's pages use: the store that holds the campaign,
+    so plotly.min.js (about 4 MiB) is stored once per store, not once per campaign."""
+    return Path(campaign_dir).resolve().parent
 
 
 def install_assets(folder: Path) -> Path:

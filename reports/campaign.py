@@ -18,11 +18,12 @@ from typing import Any
 import plotly.graph_objects as go
 
 from records import CampaignJson
-from reports.assets import install_assets
+from reports import why
+from reports.assets import install_assets, store_assets_folder
 from reports.charts import base_layout, figure_div, fault_colours
 from reports.load import campaign_dirs, load_run, read_store_file, section
 from reports.render import relative_url, render_page
-from reports.stats import compare, median_ci, quantile
+from reports.stats import Comparison, compare, median_ci, min_samples, quantile
 
 COMPARED_MODES = ("dledger", "controller")
 
@@ -174,7 +175,8 @@ def run_row(campaign_dir: Path, planned: dict[str, Any], done: dict[str, Any] | 
     row.lost, row.duplicated = acknowledged_not_in_log(counts), _count(counts.get("duplicated"))
     row.anomalies = run_anomalies(facts.checkers)
     row.bugs = [str(b) for b in facts.get("bugs") or []]
-    row.lost_examples = list(queue.get("lost") or [])[:20]
+    windows = [w for w in rto.get("windows") or [] if isinstance(w, dict)]
+    row.lost_examples = [lost_example(m, windows) for m in list(queue.get("lost") or [])[:20]]
     row.rto = [v for w in rto.get("windows") or [] if isinstance(w, dict)
                for v in [_number(w.get("unavailable_s"))] if v is not None]
     row.availability = _number(section(rto, "availability", "in_faults").get("availability"))
@@ -188,6 +190,19 @@ def run_row(campaign_dir: Path, planned: dict[str, Any], done: dict[str, Any] | 
     if reproducer.is_file():
         row.reproducer = relative_url(reproducer, campaign_dir)
     return row
+
+
+def lost_example(message: Any, windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One lost message of the queue checker as table columns: its id, queue, how often it
+    was sent and with what outcome, when first sent (s), and the fault window it was sent in."""
+    if not isinstance(message, dict):
+        return {"id": message}
+    sent = _number(message.get("first_send_s"))
+    window = why.window_of(sent, windows)
+    return {"id": message.get("id"), "queue": message.get("key"), "sends": message.get("sends"),
+            "outcome": message.get("send_outcome"), "sent_at_s": sent, "consumed": message.get("consumed"),
+            "window": f"#{window.get('id')} {window.get('fault')}" if window else
+            ("outside the fault windows" if sent is not None else None)}
 
 
 def acknowledged_not_in_log(counts: dict[str, Any]) -> int | None:
@@ -267,7 +282,7 @@ def render_campaign(campaign_dir: Path) -> Path:
     """Write index.html and compare.html of a campaign; returns index.html."""
     campaign_dir = Path(campaign_dir)
     view = load_campaign_view(campaign_dir)
-    assets = install_assets(campaign_dir)
+    assets = install_assets(store_assets_folder(campaign_dir))
     trend = campaign_dir.parent / "trend.html"
     trend_href = "../trend.html" if trend.is_file() or view.meta.get("kind") == "campaign" else None
     common = dict(view=view, generated_at=_generated_at(), source=str(campaign_dir))
@@ -346,10 +361,33 @@ def _fault_section(workload: str, fault: str, groups: list[Group], seed: int) ->
         for b in controller:
             result = compare(a.values("rto"), b.values("rto"), (a.profile, b.profile))
             tests.append({"a": a.profile, "b": b.profile, "u": result.u, "p": result.p_value,
-                          "significant": result.significant, "faster": result.faster, "note": result.note})
+                          "n_a": len(a.values("rto")), "n_b": len(b.values("rto")), "tested": result.tested,
+                          "significant": result.significant, "faster": result.faster, "note": result.note,
+                          "conclusion": conclusion(a, b, fault, result)})
     return {"workload": workload, "fault": fault, "rows": rows, "tests": tests,
             "rto_chart": figure_div(_rto_box(groups, fault), f"rto-{slug}"),
             "window_chart": figure_div(_window_scatter(groups, fault), f"windows-{slug}")}
+
+
+def conclusion(a: Group, b: Group, fault: str, result: Comparison) -> str:
+    """The comparison in one sentence, saying no more than its samples allow."""
+    n_a, n_b = len(a.values("rto")), len(b.values("rto"))
+    if not result.tested:
+        return (f"Too few samples for a conclusion: {n_a} vs {n_b} {fault} windows; "
+                f"at least {min_samples()} per mode are needed.")
+    if not result.significant:
+        return (f"The samples show no difference in RTO under {fault} between {a.profile} and {b.profile} "
+                f"(n = {n_a} vs {n_b}, p = {result.p_value:.3g}); a smaller difference than these samples resolve "
+                f"may still exist." if result.p_value is not None else
+                f"{a.profile} and {b.profile} had identical RTO under {fault} (n = {n_a} vs {n_b}).")
+    slower = b.profile if result.faster == a.profile else a.profile
+    medians = {g.profile: median_ci(g.values("rto")).median for g in (a, b)}
+    return (f"{result.faster} recovers faster than {slower} under {fault}: median RTO "
+            f"{medians[result.faster]:.2f} s vs {medians[slower]:.2f} s (n = {n_a} vs {n_b}, p = {result.p_value:.3g}).")
+
+
+def _n_text(groups: list[Group]) -> str:
+    return ", ".join(f"{g.profile} n = {len(g.values('rto'))}" for g in groups)
 
 
 def _rto_box(groups: list[Group], fault: str) -> go.Figure:
@@ -358,7 +396,7 @@ def _rto_box(groups: list[Group], fault: str) -> go.Figure:
     for g in groups:
         fig.add_trace(go.Box(y=g.values("rto"), name=g.profile, boxpoints="all", jitter=0.4,
                              marker_color=colours[g.profile], boxmean=True))
-    fig.update_layout(**base_layout(f"RTO per fault window: {fault}", yaxis_title="unavailable (s)",
+    fig.update_layout(**base_layout(f"RTO per fault window: {fault} ({_n_text(groups)})", yaxis_title="unavailable (s)",
                                     showlegend=False))
     return fig
 
@@ -374,7 +412,8 @@ def _window_scatter(groups: list[Group], fault: str) -> go.Figure:
                 ys.append(value)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=g.profile,
                                  marker=dict(color=colours[g.profile], size=9)))
-    fig.update_layout(**base_layout(f"Unavailability per window: {fault}", yaxis_title="unavailable (s)",
+    fig.update_layout(**base_layout(f"Unavailability per window: {fault} ({_n_text(groups)})",
+                                    yaxis_title="unavailable (s)",
                                     xaxis_title="repeat #window"))
     return fig
 

@@ -63,6 +63,12 @@ def hover_text(value: Any, limit: int = 300) -> str:
     return html.escape(text, quote=False)  # quotes are plain text in plotly labels
 
 
+def short_value(value: Any, limit: int = 24) -> str:
+    """An operation's value in a bar label: None reads nil, long values end in an ellipsis."""
+    text = "nil" if value is None else (value if isinstance(value, str) else str(value))
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def hover_lines(pairs: Iterable[tuple[str, Any]]) -> str:
     """`name: value` lines for a hover label, each value escaped."""
     return "<br>".join(f"{html.escape(name)}: {hover_text(value)}" for name, value in pairs)
@@ -109,5 +115,29 @@ def base_layout(title: str | None = None, **overrides: Any) -> dict[str, Any]:
                                   font=dict(family="system-ui, sans-serif", size=12))
     if title:
         layout["title"] = dict(text=html.escape(title), x=0, font=dict(size=14))
+    for name in [k for k in overrides if k.endswith("axis_title")]:
+        axis = name.removesuffix("_title")
+        overrides[axis] = {**overrides.get(axis, {}), "title": overrides.pop(name)}
     layout.update(overrides)
+    for name, axis in layout.items():
+        if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+            layout[name] = axis_style(axis)
     return layout
+
+
+def axis_title(text: str) -> dict[str, Any]:
+    """An axis title as plotly.js reads it: a plain string is ignored by current plotly.js."""
+    return dict(text=html.escape(text), standoff=8)
+
+
+def axis_style(axis: dict[str, Any]) -> dict[str, Any]:
+    """An axis with its title in plotly.js's form and, on a log scale, one tick per decade
+    (the default ticks at 2 and 5 pile up over a few decades)."""
+    axis = dict(axis)
+    if isinstance(axis.get("title"), str):
+        axis["title"] = axis_title(axis["title"])
+    if axis.get("title"):
+        axis.setdefault("automargin", True)
+    if axis.get("type") == "log":
+        axis.setdefault("dtick", 1)
+    return axis

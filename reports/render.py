@@ -10,6 +10,8 @@ from typing import Any
 
 import jinja2
 
+from reports import stats
+
 
 def write_atomic(dest: Path, text: str) -> Path:
     """Write through a temporary file and a rename: a browser or a copy never sees half a page."""
@@ -53,6 +55,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"), autoescape=True,
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(seconds=_seconds, number=_number, percent=_percent, compact=_compact)
+    env.globals.update(min_ci_n=stats.MIN_CI_N, min_test_n=stats.min_samples())
     return env
 
 

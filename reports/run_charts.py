@@ -164,47 +164,6 @@ def op_hover(history: History, i: int) -> str:
                         ("outcome", history.type[i]), ("node", history.node[i]), ("error", history.error[i])])
 
 
-def counterexample_figure(history: History, rows: list[int], failing: int | None,
-                          previous_ok: int | None, end_s: float) -> go.Figure:
-    """Operations around a linearizability failure: one lane per process, invoke-to-
-    completion bars, the op that could not be linearized highlighted."""
-    fig = go.Figure()
-    lanes = sorted({history.process[i] for i in rows})
-    for outcome in OUTCOMES:
-        picked = [i for i in rows if history.type[i] == outcome]
-        if not picked:
-            continue
-        starts = [history.invoke_time[i] / NS for i in picked]
-        ends = [(history.complete_time[i] / NS if history.complete_time[i] is not None else end_s) for i in picked]
-        widths = [max(e - s, 1e-6) for s, e in zip(starts, ends)]
-        fig.add_bar(orientation="h", name=outcome, base=starts, x=widths,
-                    y=[f"process {history.process[i]}" for i in picked],
-                    textfont=dict(color=["#fff" if i == failing else "#000" for i in picked]),
-                    text=[hover_text(f"{history.f[i]} {_short(history.invoke_value[i])}→{_short(history.value[i])}")
-                          for i in picked], textposition="inside", insidetextanchor="middle",
-                    marker=dict(color=[FAILING_COLOUR if i == failing else OUTCOME_COLOURS[outcome] for i in picked],
-                                line=dict(color="#000", width=[4 if i == failing else 1 for i in picked]),
-                                pattern=dict(shape=["x" if i == failing else ("." if i == previous_ok else "")
-                                                    for i in picked])),
-                    hovertext=[op_hover(history, i) for i in picked], hoverinfo="text")
-    annotations = []
-    for i, label in ((failing, "cannot be linearized"), (previous_ok, "previous ok")):
-        if i is not None and i in rows:
-            annotations.append(dict(x=history.invoke_time[i] / NS, y=f"process {history.process[i]}",
-                                    text=label, showarrow=True, arrowhead=2, ax=0, ay=-26,
-                                    font=dict(color="#000", size=11), bgcolor="#fff"))
-    fig.update_layout(**base_layout(None, barmode="overlay", height=max(220, 60 + LANE_HEIGHT_PX * 2 * len(lanes)),
-                                    xaxis_title="time since run start (s)", annotations=annotations,
-                                    yaxis=dict(categoryorder="array",
-                                               categoryarray=[f"process {p}" for p in lanes], autorange="reversed")))
-    return fig
-
-
-def _short(value: Any, limit: int = 24) -> str:
-    text = "nil" if value is None else str(value)
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
 TIMELINE_BAR_BUDGET = 8000
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import markupsafe
+import yaml
 
-from reports import anomalies, run_charts, timeline
-from reports.assets import install_assets
+from reports import anomalies, run_charts, timeline, why
+from reports.assets import install_assets, store_assets_folder
 from reports.charts import figure_div, safe_json, window_label
 from reports.history import (History, count_operations, history_chunks, key_texts, load_history,
                              select_operations)
@@ -30,13 +31,13 @@ INLINE_ROWS = 25
 DETAIL_LIMIT = 20_000
 KNOWN_CATEGORIES = ("lost", "duplicated", "unexpected", "recovered", "lost_after_consume",
                     "inconsistent_offsets", "poll_skip", "nonmonotonic_poll")
-CHECKER_ORDER = ("stats", "queue", "order", "linearizable", "rto", "perf")
+CHECKER_ORDER = ("stats", "queue", "order", "linearizable", "rto", "perf", "invariants")
 COUNTEREXAMPLE_BEFORE, COUNTEREXAMPLE_AFTER = 12, 6
 # A big run's counterexample draws its key's operations within this many indices of the failing one.
 LIN_CONTEXT = 2_000
 LOG_FILES_SHOWN = 200
 # `chaos run` options that replay a run, in the order a person would write them.
-REPLAY_OPTIONS = (("profile", "--profile"), ("workload", "--workload"), ("faults", "--fault"),
+REPLAY_OPTIONS = (("profile", "--profile"), ("rocketmq_version", "--rocketmq-version"), ("workload", "--workload"), ("faults", "--fault"),
                   ("time", "--time"), ("interval", "--interval"), ("recovery", "--recovery"),
                   ("rate", "--rate"), ("concurrency", "--concurrency"), ("seed", "--seed"),
                   ("nodes", "--nodes"), ("queues", "--queues"), ("keys", "--keys"), ("ordered", "--ordered"),
@@ -59,9 +60,10 @@ class Section:
 
 
 def assets_folder(run_dir: Path) -> Path:
-    """A run inside a campaign shares the campaign folder's assets; a lone run has its own."""
+    """A run inside a campaign shares the store's assets (one plotly.min.js per store,
+    store/assets/); a lone run outside a store has its own."""
     if run_dir.parent.name == "runs" and is_campaign_dir(run_dir.parent.parent):
-        return run_dir.parent.parent
+        return store_assets_folder(run_dir.parent.parent)
     return run_dir / "report"
 
 
@@ -94,7 +96,7 @@ def verdict_rows(facts: StoredRun) -> list[dict[str, Any]]:
         result = checkers[name] if isinstance(checkers[name], dict) else {"valid": "unknown",
                                                                              "error": "section is not an object"}
         valid = result.get("valid", "unknown")
-        valid = valid if valid in (True, False) else "unknown"
+        valid = valid if valid is True or valid is False else "unknown"  # 1 == True is no verdict
         skipped = result.get("checked") is False
         rows.append({"name": name, "valid": valid, "skipped": skipped,
                      "reason": "" if valid is True and not skipped else checker_reason(name, result)})
@@ -160,7 +162,9 @@ def failover_note(window: dict[str, Any]) -> str:
     return f"long enough to exercise a failover (detection after {detection:.2f} s)"
 
 
-def rto_section(facts: StoredRun) -> Section:
+def rto_section(facts: StoredRun, lost_by_window: dict[Any, int] | None = None) -> Section:
+    """The RTO windows; `lost_by_window` (window id -> acknowledged writes lost that were
+    acknowledged in it) stands beside availability, which counts answers, not durability."""
     rto = facts.checker("rto")
     out = Section()
     if facts.results_problem:
@@ -169,8 +173,9 @@ def rto_section(facts: StoredRun) -> Section:
     out.problems += [str(p) for p in rto.get("problems") or []]
     if rto.get("error"):
         out.problems.append(f"rto checker failed: {rto['error']}")
-    rows = [dict(w, label=window_label(w), length_s=run_charts.window_length(w), note=failover_note(w))
-            for w in windows]
+    lost_by_window = lost_by_window or {}
+    rows = [dict(w, label=window_label(w), length_s=run_charts.window_length(w), note=failover_note(w),
+                 lost=lost_by_window.get(w.get("id"), 0)) for w in windows]
     short = [r for r in rows if r["note"].startswith("no failover")]
     out.data = dict(windows=rows, figure=figure_div(run_charts.rto_figure(windows), "rto-chart") if windows else None,
                     short=short, failovers=rto.get("failovers"), max_unavailable_s=rto.get("max_unavailable_s"),
@@ -293,6 +298,24 @@ def queue_section(facts: StoredRun, report_dir: Path, index: anomalies.Index | N
     return out
 
 
+def why_section(facts: StoredRun, index: anomalies.Index | None, windows: list[dict[str, Any]]) -> Section:
+    """The "why" of an invalid run: its lost writes by window and acknowledging node, with
+    the cluster state at their acknowledgements (reports/why.py), and its split brains."""
+    out = Section()
+    queue = facts.checker("queue")
+    states, problems = read_jsonl(facts.path / "cluster.jsonl")
+    out.problems += [p for p in problems if not p.endswith(": missing")]
+    lost: dict[str, list[dict[str, Any]]] = {}
+    if queue and queue.get("checked") is not False:
+        full, _ = full_anomaly_rows(facts.path, queue)
+        lost = {c: [index.row(r) for r in full.get(c) or []] if index is not None else list(full.get(c) or [])
+                for c in why.LOST_CATEGORIES}
+    found = why.findings(lost, windows, states)
+    out.data.update(findings=found, summary=why.summary(found), split_brains=why.split_brains(states),
+                    has_states=bool(states), list_limit=timeline.LIST_LIMIT)
+    return out
+
+
 def not_applicable(reason: Any) -> str:
     """A checker's reason without its own "not applicable:" (the page says it once)."""
     text = str(reason or "")
@@ -342,9 +365,8 @@ def lin_section(facts: StoredRun, history: History | None, history_problem: str 
             failing = _position_of(history, failure.get("op"))
             if failing is not None:
                 rows = counterexample_rows(history, failure.get("key"), failing)
-                fig = run_charts.counterexample_figure(history, rows, failing,
-                                                       _position_of(history, failure.get("previous-ok")),
-                                                       history.end_s)
+                fig = timeline.counterexample_figure(history, rows, failing,
+                                                     _position_of(history, failure.get("previous-ok")))
                 figure = figure_div(fig, f"counterexample-{number}")
         elif history_problem and history_problem not in out.problems:
             out.problems.append(history_problem)
@@ -358,20 +380,53 @@ def lin_section(facts: StoredRun, history: History | None, history_problem: str 
 
 # -- nemesis, logs, stats -------------------------------------------------------------------------
 
+def unfired_triggers(run_dir: Path) -> list[str]:
+    """A flag per state-triggered window of schedule.yaml whose trigger never fired."""
+    try:
+        data = yaml.safe_load((run_dir / "schedule.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return []
+    windows = data.get("windows") if isinstance(data, dict) else None
+    return [f"trigger {w.get('trigger')} of {w.get('fault')} (armed at {w.get('start')} s) never fired: "
+            f"the fault was not applied" for w in windows or [] if isinstance(w, dict) and w.get("fired_at") == "never"]
+
+
 def nemesis_section(facts: StoredRun, windows: list[dict[str, Any]]) -> Section:
     out = Section()
+    out.problems += unfired_triggers(facts.path)
     if windows:
-        out.data["windows"] = [dict(w, label=window_label(w), grudge=section(w, "details").get("grudge")
-                                    if isinstance(w.get("details"), dict) else _grudge_of(w.get("details")))
+        out.data["windows"] = [dict(w, label=window_label(w), length_s=run_charts.window_length(w),
+                                    targets_text=targets_text(w.get("targets")),
+                                    grudge_text=grudge_text(section(w, "details").get("grudge")
+                                                            if isinstance(w.get("details"), dict)
+                                                            else _grudge_of(w.get("details"))))
                                for w in windows]
         return out
     events, problems = read_jsonl(facts.path / "nemesis.jsonl")
     out.problems += [p for p in problems if not p.endswith(": missing")]
     out.data["events"] = [dict(time_s=e.get("time", 0) / 1e9 if isinstance(e.get("time"), int) else None,
                                fault=e.get("f"), phase=section(e, "value").get("phase"),
-                               targets=section(e, "value").get("targets"), grudge=section(e, "value").get("grudge"))
+                               targets_text=targets_text(section(e, "value").get("targets")),
+                               grudge_text=grudge_text(section(e, "value").get("grudge")))
                           for e in events]
     return out
+
+
+def targets_text(targets: Any) -> str:
+    """A fault's targets in words: `n1, n2`, or `none` (not the JSON list)."""
+    if isinstance(targets, list):
+        return ", ".join(map(str, targets)) or "none"
+    return "–" if targets is None else str(targets)
+
+
+def grudge_text(grudge: Any) -> str:
+    """A partition's grudge in words, one clause per node that drops traffic:
+    `n2 cannot reach n1, n3; n1 cannot reach n2`."""
+    if not isinstance(grudge, dict) or not grudge:
+        return "–"
+    clauses = [f"{node} cannot reach {', '.join(map(str, blocked))}"
+               for node, blocked in sorted(grudge.items()) if isinstance(blocked, list) and blocked]
+    return "; ".join(clauses) or "no node cut off"
 
 
 def _grudge_of(details: Any) -> Any:
@@ -421,8 +476,11 @@ def _now() -> str:
 def _nav(report_dir: Path, run_dir: Path, current: str) -> list[dict[str, Any]]:
     nav = []
     campaign = run_dir.parent.parent
-    if run_dir.parent.name == "runs" and (campaign / "index.html").is_file():
-        nav.append(dict(label="campaign", href=relative_url(campaign / "index.html", report_dir), current=False))
+    if run_dir.parent.name == "runs" and is_campaign_dir(campaign):
+        # The campaign writes its pages after its runs' reports: link them by where they will be.
+        nav += [dict(label="campaign", href=relative_url(campaign / "index.html", report_dir), current=False),
+                dict(label="DLedger vs Controller", href=relative_url(campaign / "compare.html", report_dir),
+                     current=False)]
     nav += [dict(label="report", href="index.html", current=current == "report"),
             dict(label="timeline", href="timeline.html", current=current == "timeline")]
     if (run_dir / "shrink" / "index.html").is_file():
@@ -439,6 +497,10 @@ def anomaly_groups(facts: StoredRun, index: anomalies.Index) -> tuple[dict[str, 
         categories = {c: rows for c, rows in full.items() if rows and c != "recovered"}
     entries = timeline.anomaly_entries(index, categories)
     counts = anomaly_counts(queue) if categories else {}
+    breaches = timeline.invariant_entries(index.history, facts.checker("invariants"))
+    if breaches:
+        entries[timeline.INVARIANT_CATEGORY] = breaches
+        counts[timeline.INVARIANT_CATEGORY] = sum((facts.checker("invariants").get("counts") or {}).values())
     groups = [dict(category=c, entries=items, shown=len(items), count=counts.get(c, len(items)),
                    title=anomalies.category_title(c, counts.get(c, len(items))),
                    where=anomalies.WHERE.get(c, "at the operations that show it"))
@@ -603,10 +665,12 @@ def render_run_report(run_dir: Path) -> Path:
     windows = _windows(facts)
     found = anomalies.Index.build(history) if history is not None else None
     common = dict(facts=facts, generated_at=_now(), source=str(run_dir))
+    reasons = why_section(facts, found, windows)
     page = render_page(
         "run.html.j2", report_dir / "index.html", assets_dir, nav=_nav(report_dir, run_dir, "report"),
         verdicts=verdict_rows(facts), config=config_items(facts), replay=replay_command(facts),
-        rto=rto_section(facts), perf=perf_section(facts, history, history_problem, windows, view.operations),
+        why=reasons,
+        rto=rto_section(facts, why.lost_by_window(reasons.data["findings"])), perf=perf_section(facts, history, history_problem, windows, view.operations),
         queue=queue_section(facts, report_dir, found), lin=lin_section(facts, history, history_problem),
         nemesis=nemesis_section(facts, windows), logs=node_logs(run_dir, report_dir), stats=stats_section(facts),
         **common)

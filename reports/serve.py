@@ -8,6 +8,7 @@ or a symlink that leads out of the store gets nothing.
 from __future__ import annotations
 
 import datetime as _dt
+import gzip
 import http.server
 import io
 import os
@@ -26,6 +27,11 @@ from reports.load import campaign_dirs, load_run, read_store_file, run_dirs
 from reports.render import environment
 
 ASSETS_URL = "/_chaos/assets/"
+# Collected node logs and the store's own line files read as text in the browser, not as downloads.
+TEXT_SUFFIXES = (".log", ".out", ".err", ".txt", ".jsonl", ".yaml", ".yml", ".properties", ".conf", ".cfg",
+                 ".edn", ".csv")
+COMPRESSED_TYPES = ("text/", "application/json", "application/javascript", "text/javascript", "image/svg+xml")
+GZIP_LIMIT = 64 * 1024 * 1024   # bigger files go as they are: compressing them in memory costs too much
 
 
 def store_index(store_root: Path) -> list[dict[str, Any]]:
@@ -44,6 +50,8 @@ def store_index(store_root: Path) -> list[dict[str, Any]]:
         campaigns.append(dict(id=campaign.name, kind=(meta or {}).get("kind") if isinstance(meta, dict) else None,
                               problem=problem if not problem or not problem.endswith("missing") else None,
                               index=f"{campaign.name}/index.html" if (campaign / "index.html").is_file() else None,
+                              compare=f"{campaign.name}/compare.html" if (campaign / "compare.html").is_file()
+                              else None,
                               runs=runs))
     return campaigns
 
@@ -95,20 +103,49 @@ class StoreHandler(http.server.SimpleHTTPRequestHandler):
         if ".." in path.split("/") or not inside(self.store_root, Path(self.translate_path(self.path))):
             self.send_error(404, "File not found")
             return None
+        target = Path(self.translate_path(self.path))
+        if target.is_file() and self._gzip_wanted(self.guess_type(str(target)), target.stat().st_size):
+            return self._send_file(target)
         return super().send_head()
 
-    def _send_html(self, text: str):
-        body = text.encode("utf-8")
+    def guess_type(self, path: Any) -> str:  # type: ignore[override]
+        """Logs (broker.log, broker.log.1, gc.log.0.current) and line files as UTF-8 text."""
+        name = Path(str(path)).name.lower()
+        if name.endswith(".html"):
+            return "text/html; charset=utf-8"
+        if any(part in TEXT_SUFFIXES for part in (f".{p}" for p in name.split(".")[1:])) or name.endswith(".log"):
+            return "text/plain; charset=utf-8"
+        return super().guess_type(path)
+
+    def _gzip_wanted(self, content_type: str, size: int) -> bool:
+        accepted = self.headers.get("Accept-Encoding", "")
+        return ("gzip" in [a.split(";")[0].strip() for a in accepted.split(",")]
+                and content_type.startswith(COMPRESSED_TYPES) and size <= GZIP_LIMIT)
+
+    def _send_body(self, body: bytes, content_type: str):
+        """A body, gzip-compressed when the client accepts it and the type gains from it."""
+        compressed = self._gzip_wanted(content_type, len(body))
+        if compressed:
+            body = gzip.compress(body, compresslevel=6)
         self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        self.send_header("Vary", "Accept-Encoding")
+        if compressed:
+            self.send_header("Content-Encoding", "gzip")
         self.end_headers()
         return io.BytesIO(body)
 
+    def _send_html(self, text: str):
+        return self._send_body(text.encode("utf-8"), "text/html; charset=utf-8")
+
     def _send_file(self, target: Path):
+        content_type = self.guess_type(str(target))
+        if self._gzip_wanted(content_type, target.stat().st_size):
+            return self._send_body(target.read_bytes(), content_type)
         handle = open(target, "rb")  # noqa: SIM115 - closed by the base class after copying
         self.send_response(200)
-        self.send_header("Content-Type", self.guess_type(str(target)))
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(os.fstat(handle.fileno()).st_size))
         self.end_headers()
         return handle

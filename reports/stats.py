@@ -19,6 +19,9 @@ from scipy import stats
 CONFIDENCE = 0.95
 ALPHA = 0.05
 RESAMPLES = 2000
+# Below this many values a percentile-bootstrap "95 % interval" of the median is little more
+# than the sample's range: the pages show the n and no interval.
+MIN_CI_N = 6
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Comparison:
     significant: bool
     faster: str | None     # the label of the sample with the lower median, if significant
     note: str
+    tested: bool = True    # False: too few samples for the test to reach ALPHA at all
 
 
 def quantile(values: Sequence[float], q: float) -> float | None:
@@ -74,10 +78,30 @@ def _finite(value: float, fallback: float) -> float:
     return fallback if math.isnan(value) else float(value)
 
 
+def smallest_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p-value the exact Mann-Whitney test can give for these
+    sample sizes (the most extreme ordering of all): 2 / C(n_a + n_b, n_a)."""
+    if n_a < 1 or n_b < 1:
+        return 1.0
+    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
+
+
+def min_samples(alpha: float = ALPHA) -> int:
+    """The least n per sample (equal sizes) at which the test can reach `alpha` at all."""
+    n = 1
+    while smallest_p(n, n) >= alpha:
+        n += 1
+    return n
+
+
 def compare(a: Sequence[float], b: Sequence[float], labels: tuple[str, str], alpha: float = ALPHA) -> Comparison:
-    """Two-sided Mann-Whitney U test of sample `a` against `b`."""
-    if len(a) < 2 or len(b) < 2:
-        return Comparison(None, None, False, None, f"too few samples to test ({len(a)} vs {len(b)}; need 2 each)")
+    """Two-sided Mann-Whitney U test of sample `a` against `b`; not run when the sizes
+    are too small for any ordering of the values to reach `alpha` (then no p-value could
+    ever say "different", and "no significant difference" would say nothing)."""
+    if smallest_p(len(a), len(b)) >= alpha:
+        return Comparison(None, None, False, None,
+                          f"too few samples to test (n = {len(a)} vs {len(b)}; the two-sided Mann-Whitney test "
+                          f"needs at least {min_samples(alpha)} per side to reach p < {alpha})", tested=False)
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if np.all(x == x[0]) and np.all(y == y[0]) and x[0] == y[0]:
         return Comparison(None, 1.0, False, None, "identical samples")

@@ -10,11 +10,13 @@ the anomaly's details (assets/report.js, data in a JSON block).
 """
 from __future__ import annotations
 
+import bisect
+
 from dataclasses import dataclass
 from typing import Any
 
 from reports import anomalies, run_charts
-from reports.charts import FAULT_PALETTE, fault_colours, hover_lines, hover_text
+from reports.charts import axis_title, base_layout, fault_colours, hover_lines, hover_text, short_value
 from reports.history import NS, History
 
 CLUSTER_AXIS = "y2"
@@ -26,10 +28,11 @@ VALUES_PER_FIELD = 20   # list items shown per field of an anomaly's details
 NO_LEADER_COLOUR = "#ffffff"
 DOWN_COLOUR = "#777777"
 # Shapes stand apart from the op markers (circle, x, diamond) and from each other.
-ANOMALY_SYMBOLS = {"lost": "x-thin-open", "lost_after_consume": "hourglass", "inconsistent_offsets": "diamond-wide-open",
+INVARIANT_CATEGORY = "invariant_breach"  # checkers/invariants.py's findings
+ANOMALY_SYMBOLS = {"invariant_breach": "bowtie-open", "lost": "x-thin-open", "lost_after_consume": "hourglass", "inconsistent_offsets": "diamond-wide-open",
                    "poll_skip": "triangle-right-open", "unexpected": "star-open", "duplicated": "circle-cross-open",
                    "recovered": "square-open", "nonmonotonic_poll": "triangle-left-open"}
-ANOMALY_COLOURS = {"lost": "#C00000", "lost_after_consume": "#8B0000", "inconsistent_offsets": "#6A3D9A",
+ANOMALY_COLOURS = {"invariant_breach": "#E31A1C", "lost": "#C00000", "lost_after_consume": "#8B0000", "inconsistent_offsets": "#6A3D9A",
                    "poll_skip": "#B15928", "unexpected": "#1B7837", "duplicated": "#444444",
                    "recovered": "#666666", "nonmonotonic_poll": "#B15928"}
 
@@ -64,14 +67,8 @@ def _spans_of(changes: list[tuple[float, Any]], end_s: float):
         yield start, following[0], current
 
 
-def _node_colours(states: list[dict[str, Any]]) -> dict[str, str]:
-    nodes = sorted({n for line in states for n in (line.get("nodes") or {})})
-    return {n: FAULT_PALETTE[i % len(FAULT_PALETTE)] for i, n in enumerate(nodes)}
-
-
 def cluster_spans(states: list[dict[str, Any]], windows: list[dict[str, Any]], end_s: float) -> list[Span]:
     """Every span of every cluster lane, lanes in reading order (controller, groups, nodes)."""
-    colours = _node_colours(states)
     spans: list[Span] = []
     controller = _changes(states, lambda l: (l.get("controller") or {}).get("leader", "absent")
                           if l.get("controller") else None)
@@ -80,29 +77,34 @@ def cluster_spans(states: list[dict[str, Any]], windows: list[dict[str, Any]], e
                                             (l.get("controller") or {}).get("term")))
         for start, stop, (leader, term) in _spans_of(terms, end_s):
             label = f"{leader} · term {term}" if leader else "no leader"
-            spans.append(Span("controller leader", start, stop, label, colours.get(leader, NO_LEADER_COLOUR),
+            spans.append(Span("controller leader", start, stop, label,
+                              ROLE_COLOURS["master"] if leader else NO_LEADER_COLOUR,
                               hover_lines([("controller leader", leader or "none"), ("term", term),
                                            ("from", f"{start:.2f} s"), ("to", f"{stop:.2f} s")]),
                               ["controller", leader, term]))
     groups = sorted({g for line in states for g in (line.get("groups") or {})})
     for group in groups:
-        spans += _group_spans(states, group, colours, end_s)
+        spans += _group_spans(states, group, end_s)
     spans += _node_spans(states, windows, end_s)
     return spans
 
 
-def _group_spans(states: list[dict[str, Any]], group: str, colours: dict[str, str], end_s: float) -> list[Span]:
+def _group_spans(states: list[dict[str, Any]], group: str, end_s: float) -> list[Span]:
     def view(line: dict[str, Any]) -> dict[str, Any]:
         return (line.get("groups") or {}).get(group) or {}
     spans = []
-    masters = _changes(states, lambda l: (view(l).get("master"), view(l).get("epoch"), view(l).get("term")))
-    for start, stop, (master, epoch, term) in _spans_of(masters, end_s):
-        rank = f"epoch {epoch}" if epoch is not None else (f"term {term}" if term is not None else "")
-        label = f"{master} · {rank}" if master and rank else (master or "no master")
-        spans.append(Span(f"{group} master", start, stop, label, colours.get(master, NO_LEADER_COLOUR),
-                          hover_lines([("group", group), ("master", master or "none"), ("epoch", epoch),
-                                       ("term", term), ("from", f"{start:.2f} s"), ("to", f"{stop:.2f} s")]),
-                          ["master", group, master, epoch if epoch is not None else term]))
+    members = sorted({str(n) for line in states for n in (view(line).get("members") or {})})
+    if not members:  # a deployer that reports only the master: one lane for it
+        masters = _changes(states, lambda l: (view(l).get("master"), view(l).get("epoch"), view(l).get("term")))
+        for start, stop, (master, epoch, term) in _spans_of(masters, end_s):
+            label = f"{master} · {_rank(epoch, term)}".rstrip(" ·") if master else "no master"
+            spans.append(Span(f"{group} master", start, stop, label, ROLE_COLOURS["master"] if master
+                              else NO_LEADER_COLOUR, hover_lines([("group", group), ("master", master or "none"),
+                                                                  ("epoch", epoch), ("term", term),
+                                                                  ("from", f"{start:.2f} s"), ("to", f"{stop:.2f} s")]),
+                              ["role-master" if master else "role-other", group, master, epoch if epoch is not None else term]))
+    for node in members:
+        spans += _role_spans(states, group, node, view, end_s)
     sss = _changes(states, lambda l: tuple(view(l).get("sync_state_set") or ()) or None)
     if any(value for _, value in sss):
         for start, stop, members in _spans_of(sss, end_s):
@@ -111,6 +113,41 @@ def _group_spans(states: list[dict[str, Any]], group: str, colours: dict[str, st
                               hover_lines([("group", group), ("SyncStateSet", label),
                                            ("from", f"{start:.2f} s"), ("to", f"{stop:.2f} s")]),
                               ["sss", group, list(members or ())]))
+    return spans
+
+
+ROLE_KINDS = {"master": "role-master", "leader": "role-master", "slave": "role-slave", "follower": "role-slave",
+              "candidate": "role-candidate", "down": "role-down"}
+# Role colours stay apart from the node and fault colours (FAULT_PALETTE): a lane's colour says the role.
+ROLE_COLOURS = {"master": "#B8E186", "role-slave": "#D9D9D9", "role-candidate": "#FFF2AE", "role-down": DOWN_COLOUR,
+                "role-other": "#FFFFFF"}
+
+
+def _rank(epoch: Any, term: Any) -> str:
+    return f"epoch {epoch}" if epoch is not None else (f"term {term}" if term is not None else "")
+
+
+def _role_spans(states: list[dict[str, Any]], group: str, node: str, view, end_s: float) -> list[Span]:
+    """One lane per member of a group: its own role over time, so two members that both
+    say master at once show as two master bars one above the other."""
+    def role(line: dict[str, Any]) -> tuple[Any, ...]:
+        now = (view(line).get("members") or {}).get(node)
+        # The group's epoch / term is the one its reported master gives; another member that
+        # also claims master (split brain) is not known to be at that epoch.
+        claims = now in ("master", "leader") and view(line).get("master") == node
+        return (now, view(line).get("epoch") if claims else None, view(line).get("term") if claims else None)
+    spans = []
+    for start, stop, (now, epoch, term) in _spans_of(_changes(states, role), end_s):
+        if now is None:
+            continue
+        kind = ROLE_KINDS.get(str(now), "role-other")
+        rank = _rank(epoch, term)
+        label = f"{now} · {rank}" if rank else str(now)
+        spans.append(Span(f"{group} {node}", start, stop, label,
+                          ROLE_COLOURS["master"] if kind == "role-master" else ROLE_COLOURS[kind],
+                          hover_lines([("group", group), ("node", node), ("role", now), ("epoch", epoch),
+                                       ("term", term), ("from", f"{start:.2f} s"), ("to", f"{stop:.2f} s")]),
+                          [kind, group, node, str(now)]))
     return spans
 
 
@@ -150,8 +187,10 @@ def _down_text(entry: dict[str, Any] | None) -> str | None:
     return ("down: " + ", ".join(entry["down"])) if entry.get("down") else None
 
 
-SPAN_KINDS = (("controller", "controller leader"), ("master", "master / leader"), ("sss", "SyncStateSet"),
-              ("fault", "fault windows"), ("down", "not answering"))
+SPAN_KINDS = (("controller", "controller leader"), ("role-master", "master / leader"),
+              ("role-slave", "slave / follower"), ("role-candidate", "candidate"), ("role-down", "member down"),
+              ("role-other", "other role"), ("sss", "SyncStateSet"), ("fault", "fault windows"),
+              ("down", "not answering"))
 
 
 def span_traces(spans: list[Span]) -> list[dict[str, Any]]:
@@ -168,7 +207,7 @@ def span_traces(spans: list[Span]) -> list[dict[str, Any]]:
             textfont=dict(color="#000", size=11), hovertext=[s.hover for s in picked], hoverinfo="text",
             customdata=[s.data for s in picked], width=0.8 if kind != "down" else 0.45,
             marker=dict(color=[s.colour for s in picked], line=dict(color="#333", width=1),
-                        pattern=dict(shape="/" if kind == "down" else "")),
+                        pattern=dict(shape="/" if kind in ("down", "role-down") else "")),
             legendgroup="cluster"))
     return traces
 
@@ -193,8 +232,33 @@ def anomaly_entries(index: anomalies.Index, categories: dict[str, list[dict[str,
                            if v is not None],
                 "ops": [{"index": h.index[i], "process": h.process[i], "f": h.f[i], "node": h.node[i],
                          "x": round(_op_time(h, i), 4), "type": h.type[i]} for i in ops]})
+        # The list reads in time order; the anchors keep the checker's order (links use them).
+        entries.sort(key=lambda e: min((op["x"] for op in e["ops"]), default=float("inf")))
         out[category] = entries
     return out
+
+
+def invariant_entries(history: History, section: dict[str, Any] | None) -> list[dict]:
+    """The anomalies of the `invariants` checker (the SUT's own reports of broken
+    invariants): each at its time, in the lane of the operation closest to it."""
+    found = (section or {}).get("anomalies") or []
+    by_time = sorted((_op_time(history, i), i) for i in range(len(history))) if found else []
+    entries = []
+    for number, item in enumerate(found[:LIST_LIMIT]):
+        at = item.get("time_s")
+        ops = []
+        if isinstance(at, (int, float)) and by_time:
+            near = bisect.bisect_left(by_time, (at, -1))
+            i = min(by_time[max(0, near - 1):near + 1], key=lambda t: abs(t[0] - at))[1]
+            ops = [{"index": history.index[i], "process": history.process[i], "f": history.f[i],
+                    "node": item.get("node"), "x": round(float(at), 4), "type": history.type[i]}]
+        label = f"{item.get('kind')} on {item.get('node')}" + ("" if item.get("safety") else " (not safety)")
+        fields = [[k.replace("_", " "), item.get(k)] for k in ("kind", "safety", "node", "process", "time_s",
+                                                                "file", "line_number", "line", "source")
+                  if item.get(k) is not None]
+        entries.append({"anchor": f"{INVARIANT_CATEGORY}-{number}", "category": INVARIANT_CATEGORY,
+                        "label": label, "fields": fields, "ops": ops})
+    return entries
 
 
 def _clip_list(value: Any) -> Any:
@@ -273,7 +337,7 @@ def story_figure(history: History, windows: list[dict[str, Any]], states: list[d
     layout = figure["layout"]
     layout["height"] = total + 150
     split = process_px / total if lanes else 1.0
-    layout["yaxis"].update(domain=[0, split], title="process", **integer_ticks(processes))
+    layout["yaxis"].update(domain=[0, split], title=axis_title("process"), **integer_ticks(processes))
     if lanes:
         layout["yaxis2"] = dict(domain=[min(1.0, split + 40 / total), 1], type="category",
                                 categoryorder="array", categoryarray=list(reversed(lanes)),
@@ -291,7 +355,7 @@ def aggregate_figure(series: list[dict[str, Any]], windows: list[dict[str, Any]]
     """The story of a run too big to draw op by op: the cluster lanes and one lane per
     anomaly category above the throughput per bucket (the perf checker's series,
     computed on Spark); each range page (`ranges`) is a shaded link target below."""
-    from reports.charts import OUTCOME_COLOURS, base_layout, fault_shading
+    from reports.charts import OUTCOME_COLOURS, fault_shading
     spans = cluster_spans(states, windows, end_s)
     lanes = list(dict.fromkeys(s.lane for s in spans)) + [anomaly_lane(c) for c, items in entries.items() if items]
     data: list[dict[str, Any]] = span_traces(spans)
@@ -367,8 +431,11 @@ def prefix_roles(history: History, rows: list[int], failing: int) -> dict[int, s
     return roles
 
 
-def counterexample_figure(history: History, rows: list[int], failing: int) -> dict[str, Any]:
-    """Lanes per process of the key's ops around the failure, coloured by their part."""
+def counterexample_figure(history: History, rows: list[int], failing: int,
+                          previous_ok: int | None = None) -> dict[str, Any]:
+    """The one counterexample figure: lanes per process of the key's ops around the
+    failure, each bar coloured by its part (prefix_roles), the failing op hatched and
+    labelled, and the last ok op before it labelled when the checker names it."""
     roles = prefix_roles(history, rows, failing)
     colours = {"linearizable prefix": PREFIX_COLOUR, "could not be linearized": run_charts.FAILING_COLOUR,
                "pending": PENDING_COLOUR, "later": LATER_COLOUR}
@@ -383,22 +450,23 @@ def counterexample_figure(history: History, rows: list[int], failing: int) -> di
         data.append(dict(
             type="bar", orientation="h", name=role, base=starts, x=[max(b - a, 1e-6) for a, b in zip(starts, stops)],
             y=[f"process {history.process[i]}" for i in picked], customdata=[[history.index[i]] for i in picked],
-            text=[hover_text(f"{history.f[i]} {_value(history.invoke_value[i])} → {_value(history.value[i])}")
-                  for i in picked], textposition="inside", insidetextanchor="middle",
+            text=[hover_text(f"{history.f[i]} {short_value(history.invoke_value[i])} → "
+                             f"{short_value(history.value[i])}") for i in picked],
+            textposition="inside", insidetextanchor="middle",
             textfont=dict(color="#fff" if role == "could not be linearized" else "#000"),
             hovertext=[run_charts.op_hover(history, i) for i in picked], hoverinfo="text",
             marker=dict(color=colour, line=dict(color="#000", width=3 if role == "could not be linearized" else 1),
                         pattern=dict(shape="x" if role == "could not be linearized" else "")),
             meta={"role": role}))
+    annotations = [dict(x=history.invoke_time[i] / NS, y=f"process {history.process[i]}", text=label,
+                        showarrow=True, arrowhead=2, ax=0, ay=-26, font=dict(color="#000", size=11), bgcolor="#fff")
+                   for i, label in ((failing, "cannot be linearized"), (previous_ok, "previous ok"))
+                   if i is not None and i in rows]
     lanes = sorted({history.process[i] for i in rows})
-    layout = dict(template="plotly_white", barmode="overlay", height=max(220, 70 + 44 * len(lanes)),
-                  margin=dict(l=90, r=20, t=20, b=50), legend=dict(orientation="h", y=-0.25),
-                  xaxis=dict(title="time since run start (s)"),
-                  yaxis=dict(categoryorder="array", categoryarray=[f"process {p}" for p in lanes], autorange="reversed"),
-                  uniformtext=dict(mode="hide", minsize=8))
+    layout = base_layout(None, barmode="overlay", height=max(220, 70 + 44 * len(lanes)),
+                         margin=dict(l=90, r=20, t=30, b=50), legend=dict(orientation="h", y=-0.25),
+                         xaxis=dict(title="time since run start (s)"), annotations=annotations,
+                         yaxis=dict(categoryorder="array", categoryarray=[f"process {p}" for p in lanes],
+                                    autorange="reversed"),
+                         uniformtext=dict(mode="hide", minsize=8))
     return {"data": data, "layout": layout}
-
-
-def _value(value: Any) -> str:
-    text = "nil" if value is None else anomalies_text(value)
-    return text if len(text) <= 24 else text[:24] + "…"

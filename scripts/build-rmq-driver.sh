@@ -15,10 +15,13 @@ if [ -f "$jar" ] && [ "$(cat "$out/.rmq-driver-hash" 2>/dev/null)" = "$want" ]; 
   exit 0
 fi
 echo "[setup] compiling the RocketMQ client driver"
-rm -rf "$out/rmq-driver-classes"
-mkdir -p "$out/rmq-driver-classes"
-javac -nowarn -Xlint:none --release 17 -encoding UTF-8 -cp "$home/lib/*" -d "$out/rmq-driver-classes" "${sources[@]}" 2>&1 \
+# Built aside and renamed into place: a driver JVM already running keeps reading the jar
+# it opened (the old inode), never a half-written one.
+classes=$(mktemp -d "$out/.rmq-driver-classes.XXXXXX")
+trap 'rm -rf "$classes" "$jar.part"' EXIT
+javac -nowarn -Xlint:none --release 17 -encoding UTF-8 -cp "$home/lib/*" -d "$classes" "${sources[@]}" 2>&1 \
   | grep -v '^Note: ' >&2 || true
-[ -n "$(find "$out/rmq-driver-classes" -name Driver.class)" ] || { echo "[setup] the RocketMQ client driver did not compile" >&2; exit 2; }
-jar cf "$jar" -C "$out/rmq-driver-classes" .
+[ -n "$(find "$classes" -name Driver.class)" ] || { echo "[setup] the RocketMQ client driver did not compile" >&2; exit 2; }
+jar cf "$jar.part" -C "$classes" .
+mv -f "$jar.part" "$jar"
 echo "$want" > "$out/.rmq-driver-hash"

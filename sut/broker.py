@@ -15,6 +15,7 @@ from typing import Any
 from sut import bugs
 from sut.broker_metadata import MetadataVersion, merge_document, metadata_document, parse_document
 from sut.config import ConfigError, parse, split_address
+from sut.consumer_groups import CONSUMER_EXPIRY_MS, ConsumerGroups
 from sut.ha import HAStrategy, Role, strategy_class
 from sut.message import MAX_MSG_ID, Message, valid_topic
 from sut.process import Service, StartupError
@@ -58,6 +59,7 @@ class BrokerConfig:
     namesrv_connect_timeout_ms: int = 3000  # [connectTimeoutMillis] (the remoting client's)
     offset_flush_interval_ms: int = 5000    # [flushConsumerOffsetInterval]
     metadata_sync_interval_ms: int = 10000  # SlaveSynchronize period: slaves copy topics/offsets
+    consumer_expiry_ms: int = CONSUMER_EXPIRY_MS  # [channelExpiredTimeout]: a silent consumer leaves
     slave_acting_master: bool = False       # [enableSlaveActingMaster] (RIP-32)
     max_pull_count: int = 32                # [maxTransferCountOnMessageInMemory]
     max_pull_bytes: int = 256 * 1024        # [maxTransferBytesOnMessageInMemory]
@@ -81,7 +83,7 @@ class BrokerConfig:
             return "max_frame_bytes must exceed store.max_message_bytes"
         if min(self.register_interval_ms, self.heartbeat_interval_ms, self.heartbeat_timeout_ms,
                self.namesrv_connect_timeout_ms,
-               self.offset_flush_interval_ms, self.metadata_sync_interval_ms,
+               self.offset_flush_interval_ms, self.metadata_sync_interval_ms, self.consumer_expiry_ms,
                self.max_pull_count, self.max_pull_bytes) <= 0:
             return "intervals and pull limits must be positive"
         return None
@@ -107,6 +109,7 @@ class Broker(Service):
         self.store = MessageStore(self.data_dir, config.store, self.log)
         self.topics = TopicTable(self.data_dir / "config" / "topics.json", self.log)
         self.offsets = ConsumerOffsets(self.data_dir / "config" / "consumer_offsets.json", self.log)
+        self.consumers = ConsumerGroups(config.consumer_expiry_ms)
         self.ha: HAStrategy = ha_class(self, ha_settings)
         self.server = RpcServer(config.host, config.port, self.handle, self.log,
                                 max_frame=config.max_frame_bytes)
@@ -133,6 +136,9 @@ class Broker(Service):
             RequestCode.QUERY_MIN_OFFSET: self._on_min_offset,
             RequestCode.COMMIT_CONSUMER_OFFSET: self._on_commit_offset,
             RequestCode.QUERY_CONSUMER_OFFSET: self._on_query_offset,
+            RequestCode.CONSUMER_HEARTBEAT: self._on_consumer_heartbeat,
+            RequestCode.UNREGISTER_CONSUMER: self._on_unregister_consumer,
+            RequestCode.GET_CONSUMER_LIST: self._on_consumer_list,
             RequestCode.CREATE_TOPIC: self._on_create_topic,
             RequestCode.GET_ALL_METADATA: self._on_get_all_metadata,
             RequestCode.BROKER_STATUS: self._on_status,
@@ -327,6 +333,9 @@ class Broker(Service):
             raise BadRequest("group must be non-empty and offset >= 0")
         if self._refuses_master_only():
             return self._not_acting(cmd)
+        if bugs.on("offset-commit-ahead"):
+            # The queue's end counts as consumed: what the consumer has not processed yet too.
+            offset = max(offset, self.store.queue_max_offset(topic, queue_id, self.ha.confirm_offset()))
         self.offsets.commit(group, topic, queue_id, offset)
         self.metadata_version.bump()
         return cmd.reply(RC.SUCCESS)
@@ -348,6 +357,24 @@ class Broker(Service):
         if offset is None:
             return cmd.reply(RC.QUERY_NOT_FOUND, {"error": "no committed offset"})
         return cmd.reply(RC.SUCCESS, {"offset": offset})
+
+    # -- consumer groups: every broker keeps its own member list (RocketMQ ConsumerManager) --
+    def _group_arg(self, cmd: Command) -> str:
+        group = get_field(cmd, "group", str)
+        if not group:
+            raise BadRequest("group must be non-empty")
+        return group
+
+    def _on_consumer_heartbeat(self, cmd: Command, conn: Connection) -> Command:
+        self.consumers.heartbeat(self._group_arg(cmd), get_field(cmd, "client_id", str), conn)
+        return cmd.reply(RC.SUCCESS)
+
+    def _on_unregister_consumer(self, cmd: Command, conn: Connection) -> Command:
+        self.consumers.unregister(self._group_arg(cmd), get_field(cmd, "client_id", str))
+        return cmd.reply(RC.SUCCESS)
+
+    def _on_consumer_list(self, cmd: Command, conn: Connection) -> Command:
+        return cmd.reply(RC.SUCCESS, {"clients": self.consumers.members(self._group_arg(cmd))})
 
     def _on_create_topic(self, cmd: Command, conn: Connection) -> Command:
         topic = get_field(cmd, "topic", str)

@@ -25,6 +25,7 @@ class Bug:
     modes: tuple[str, ...]        # profile modes whose processes run the buggy path
     roles: tuple[str, ...]        # process roles the flag is switched on in
     needs_faults: tuple[str, ...] = ()   # specific faults (beyond a family) without which it stays hidden
+    workloads: tuple[str, ...] = ()      # the workloads that can see it; empty: any
 
 
 BUGS: dict[str, Bug] = {bug.name: bug for bug in (
@@ -86,6 +87,16 @@ BUGS: dict[str, Bug] = {bug.name: bug for bug in (
         "FLUSH_DISK_TIMEOUT otherwise",
         "lost: a machine crash takes back acknowledged messages that were only in the page cache",
         ("crash",), ("single",), ("broker",)),
+    Bug("offset-commit-ahead",
+        "the broker stores a consumer group's commit as the queue's end: messages the consumer has "
+        "not processed yet count as consumed",
+        "RocketMQ consumer offsets (ConsumerOffsetManager.commitOffset) store what the consumer "
+        "committed, the lowest offset it has not finished (ProcessQueue); a commit ahead of "
+        "processing is the classic cause of skipped consumption",
+        "skip and lost (group checker): the next holder of a queue after a rebalance or failover "
+        "starts at the stored offset, past messages nobody consumed",
+        ("kill", "partition"), ("controller", "dledger", "master-slave", "single"), ("broker",),
+        workloads=("group",)),   # only the group workload reads committed offsets back
 )}
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sut.config import split_address
+from sut.consumer_groups import allocate_averagely
 from sut.message import CorruptRecord, decode_payload, iter_records
 from sut.outcome import RETRYABLE_STATUSES, Outcome, classify_error, classify_status, combine, status_name
 from sut.protocol import MAX_FRAME_BYTES, Command, RequestCode, ResponseCode, RpcClient, RpcError
@@ -39,7 +40,7 @@ def new_msg_id() -> str:
     return f"{_ID_PREFIX}-{next(_ID_COUNTER):x}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class MessageQueue:
     topic: str
     broker_name: str
@@ -356,20 +357,28 @@ class Consumer(_ClientBase):
         """The readable queues of a topic (RouteUnavailable if there is no route)."""
         return (await self.route(topic)).message_queues(PERM_READ)
 
-    async def _candidates(self, mq: MessageQueue, refresh: bool = False) -> list[str]:
+    offsets_on_master_only = False   # commits and offset queries fall back to slaves too
+
+    async def _candidates(self, mq: MessageQueue, refresh: bool = False, master_only: bool = False) -> list[str]:
         route = await self.route(mq.topic, refresh=refresh)
+        if master_only:
+            master = route.master(mq.broker_name)
+            return [master] if master else []
         addrs = route.replicas(mq.broker_name)
         return list(reversed(addrs)) if self.read_from == "slave" else addrs
 
     async def _call(self, mq: MessageQueue, code: RequestCode, fields: dict[str, Any],
-                    timeout: float | None = None) -> tuple[Command | None, str | None, str, Outcome]:
+                    timeout: float | None = None,
+                    master_only: bool = False) -> tuple[Command | None, str | None, str, Outcome]:
         """Try the group's brokers in preference order; (reply, addr, error, outcome of failure)."""
         timeout = self.timeout if timeout is None else timeout
         try:
-            addrs = await self._candidates(mq)
+            addrs = await self._candidates(mq, master_only=master_only)
         except RouteUnavailable as exc:
             return None, None, str(exc), exc.outcome
         if not addrs:
+            if self.refresh_on_failure:
+                self.expire_route(mq.topic)   # the route may predate the group's master coming back
             return None, None, f"no broker of group {mq.broker_name} in the route", Outcome.FAIL
         errors, outcomes = [], []
         for addr in addrs:
@@ -416,7 +425,7 @@ class Consumer(_ClientBase):
 
     async def _offset_call(self, mq: MessageQueue, code: RequestCode, **extra: Any) -> OffsetResult:
         fields = {"topic": mq.topic, "queue_id": mq.queue_id, "group": self.group, **extra}
-        reply, addr, error, failed = await self._call(mq, code, fields)
+        reply, addr, error, failed = await self._call(mq, code, fields, master_only=self.offsets_on_master_only)
         if reply is None:
             return OffsetResult(failed, "UNREACHABLE", error=error)
         status = status_name(reply.code)
@@ -465,6 +474,59 @@ class Consumer(_ClientBase):
     async def commit(self) -> list[OffsetResult]:
         """Commit the current position of every assigned queue."""
         return [await self.commit_offset(mq, off) for mq, off in self.positions.items()]
+
+
+class GroupMember(Consumer):
+    """A member of a consumer group (clustering mode): heartbeats to every broker of the
+    topic, reads the group's member list from a broker and takes its share of the
+    queues by AllocateMessageQueueAveragely (sut/consumer_groups.py), as RocketMQ's
+    RebalanceImpl does on each consumer, uncoordinated."""
+
+    # RocketMQ's offset store asks findBrokerAddressInSubscribe for the master alone: a
+    # commit to a slave would be overwritten by its next copy of the master's offsets.
+    offsets_on_master_only = True
+
+    def __init__(self, namesrv_addrs: list[str] | str, group: str, client_id: str | None = None,
+                 timeout: float = 3.0) -> None:
+        super().__init__(namesrv_addrs, group, timeout)
+        self.client_id = client_id or new_msg_id()
+
+    async def _each_broker(self, topic: str, code: RequestCode) -> list[Command]:
+        route = await self.route(topic)
+        addrs = [a for name in sorted(route.brokers) for a in route.replicas(name)]
+        fields = {"group": self.group, "client_id": self.client_id}
+        replies = await asyncio.gather(*(self.client(a).call(code, fields, timeout=self.timeout) for a in addrs),
+                                       return_exceptions=True)
+        return [r for r in replies if isinstance(r, Command) and r.code == RC.SUCCESS]
+
+    async def heartbeat(self, topic: str) -> int:
+        """Heartbeat to every broker of the topic (sendHeartbeatToAllBroker); how many answered."""
+        return len(await self._each_broker(topic, RequestCode.CONSUMER_HEARTBEAT))
+
+    async def unregister(self, topic: str) -> int:
+        return len(await self._each_broker(topic, RequestCode.UNREGISTER_CONSUMER))
+
+    async def members(self, topic: str) -> list[str] | None:
+        """The group's client ids as the first broker that answers sees them (masters first,
+        like findBrokerAddrByTopic), or None if none answers."""
+        route = await self.route(topic)
+        for name in sorted(route.brokers):
+            for addr in route.replicas(name):
+                try:
+                    reply = await self.client(addr).call(RequestCode.GET_CONSUMER_LIST, {"group": self.group},
+                                                         timeout=self.timeout)
+                except RpcError:
+                    continue
+                if reply.code == RC.SUCCESS:
+                    return list(reply.fields.get("clients", []))
+        return None
+
+    async def allocation(self, topic: str) -> tuple[list[str], list[MessageQueue]] | None:
+        """(the group's members, the queues this member takes), or None without a member list."""
+        members = await self.members(topic)
+        if members is None:
+            return None
+        return members, allocate_averagely(self.client_id, members, await self.queues(topic))
 
 
 def _decode_pulled(body: bytes, mq: MessageQueue, offset: int, addr: str) -> list[ReceivedMessage]:

@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import posixpath
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
-from sut import admin, cluster_state
-from sut.profiles import ProfileError, RenderedProcess, get, render, serves_kv
+from sut import admin, cluster_state, systems
+from sut.invariants import FILE_NAME as INVARIANTS_FILE
+from sut.profiles import ProfileError, RenderedProcess, render, serves_kv
+from sut.systems import ProcessRef
 
 SUT_DIR = Path(__file__).resolve().parent
 START_ORDER = {"namesrv": 0, "controller": 1, "broker": 2}
@@ -30,23 +31,6 @@ START_ORDER = {"namesrv": 0, "controller": 1, "broker": 2}
 
 class DeployError(Exception):
     """The SUT could not be deployed or did not become healthy (one line)."""
-
-
-@dataclass(frozen=True)
-class ProcessRef:
-    """One SUT process on one node: what nuclei and nemeses need to find and restart it."""
-
-    node: str
-    role: str
-    name: str
-    pidfile: str
-    argv: tuple[str, ...]
-    config_path: str
-    data_dir: str
-    address: str
-    cwd: str
-    logfile: str
-    env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 class Placement:
@@ -60,7 +44,7 @@ class Placement:
         """The common part of a deployer's set-up: the profile, checked workdirs, the
         processes rendered for these nodes (DeployError on a bad profile or node)."""
         try:
-            self.profile = get(profile_name)
+            self.profile = systems.profile(profile_name)
             nodes = list(inventory.nodes)
             for node in nodes:
                 check_workdir(node)
@@ -101,7 +85,9 @@ class Placement:
         return [r for r in self.refs if r.node == node_name]
 
 
-class Deployer(Placement):
+class ModelDeployer(Placement):
+    """The model's deployer (sut.systems.Deployer): uploads sut/ and runs `python -m sut`."""
+
     def __init__(self, pool: Pool, inventory: Inventory, profile_name: str, run_dir: str | Path,
                  timing: str = "default", python: str = "python3", bugs: tuple[str, ...] = ()) -> None:
         rendered = self._place(pool, inventory, profile_name, run_dir,
@@ -232,12 +218,14 @@ class Deployer(Placement):
         return set()
 
     def collect_logs(self, dest_dir: str | Path) -> list[Path]:
-        """Copy every process's log, stdout and config to dest_dir/<node>/<process>/."""
+        """Copy every process's log, stdout, config and invariant events (if it wrote any)
+        to dest_dir/<node>/<process>/."""
         copied = []
         for ref in self.refs:
             target = Path(dest_dir) / ref.node / ref.name
             target.mkdir(parents=True, exist_ok=True)
-            for remote in (posixpath.join(ref.data_dir, f"{ref.role}.log"), ref.logfile, ref.config_path):
+            for remote in (posixpath.join(ref.data_dir, f"{ref.role}.log"), ref.logfile, ref.config_path,
+                           posixpath.join(ref.data_dir, INVARIANTS_FILE)):
                 try:
                     data = self.pool.read_file(ref.node, remote)
                 except CommandFailed:
@@ -249,17 +237,13 @@ class Deployer(Placement):
 
 
 def make_deployer(pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
-                  timing: str = "default", bugs: tuple[str, ...] = ()) -> Any:
-    """The deployer of the profile's system: the model's (Deployer) or real RocketMQ's
-    (which has no bug library: RunSpec refuses `--bug` on its profiles)."""
+                  timing: str = "default", bugs: tuple[str, ...] = (), release: str | None = None) -> systems.Deployer:
+    """The deployer of the profile's system (sut/systems.py); DeployError for an unknown profile."""
     try:
-        system = get(profile_name).system
+        return systems.make_deployer(pool, inventory, profile_name, run_dir, timing=timing, bugs=bugs,
+                                     release=release)
     except ProfileError as exc:
         raise DeployError(str(exc)) from None
-    if system == "rocketmq":
-        from sut.rocketmq.deploy import RocketMQDeployer
-        return RocketMQDeployer(pool, inventory, profile_name, run_dir, timing=timing)
-    return Deployer(pool, inventory, profile_name, run_dir, timing=timing, bugs=bugs)
 
 
 def check_workdir(node: Node) -> None:

@@ -1,6 +1,6 @@
 """How a client classifies what happened to a request: ok, fail or indeterminate.
 
-The one table of which broker status means what (ROCKETMQ_HA.md "Send
+The one table of which broker status means what (docs/ha-protocol.md, "Send
 statuses"). `fail` means the request definitely had no effect; anything that
 may have been appended is `indeterminate` (a history `info`). Codes not in
 the table are indeterminate: a status we do not understand proves nothing.
@@ -21,7 +21,7 @@ class Outcome(str, enum.Enum):
 
     @property
     def history_type(self) -> str:
-        """The completion type of a history event (DESIGN.md 4.2)."""
+        """The completion type of a history event (docs/history-format.md)."""
         return {"ok": "ok", "fail": "fail", "indeterminate": "info"}[self.value]
 
 

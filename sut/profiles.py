@@ -71,8 +71,8 @@ class Profile:
     # For an expected-unsafe profile: the fault families under which it is expected
     # to lose acknowledged data (so a gate knows which runs should catch it).
     unsafe_under: tuple[str, ...] = ()
-    # Which system runs: "model" (sut/, this package) or "rocketmq" (sut/rocketmq/,
-    # the real JVMs); the deployer and the failure-detection facts follow it.
+    # Which system runs it: a name in sut/systems.py's table, whose entry gives the
+    # deployer, the client and the failure-detection facts.
     system: str = "model"
     # Fault families (or single fault names) this profile cannot take, each with the
     # reason a run refuses it.
@@ -141,15 +141,10 @@ def timing_values(scale: str) -> dict[str, int]:
 # DLedger's maxHeartBeatLeak: a follower starts an election after this many
 # missed heartbeats (sut/dledger.py DLedgerSettings keeps the same default).
 RAFT_MAX_HEARTBEAT_LEAK = 3
-# A fault window must outlast detection by this share of it (at least
-# FAILOVER_MARGIN_MIN_S): the election, the new master's registration and the
-# clients' route refresh come after detection.
-FAILOVER_MARGIN_SHARE = 0.5
-FAILOVER_MARGIN_MIN_S = 2.0
 
 
 def failure_detection_s(profile: Profile | str, timing: str = "default") -> float:
-    """Seconds until the SUT notices that its master (or leader) is gone, at the worst.
+    """Seconds until the model notices that its master (or leader) is gone, at the worst.
 
     - controller mode: the controllers declare the master dead after its heartbeat
       timeout, found by the next inactive-broker scan (timeout + scan interval);
@@ -157,12 +152,10 @@ def failure_detection_s(profile: Profile | str, timing: str = "default") -> floa
       heartbeats plus at most one vote interval;
     - master-slave and single: no failover; the nameserver drops the broker from
       routes after its broker timeout plus one scan interval.
-    The one place for this fact: run defaults and the rto checker both read it.
+    The model's entry in sut/systems.py; callers ask sut.systems.failure_detection_s,
+    which knows every system's.
     """
     profile = get(profile) if isinstance(profile, str) else profile
-    if profile.system == "rocketmq":
-        from sut.rocketmq.profiles import failure_detection_s as rocketmq_detection
-        return rocketmq_detection(profile, timing)
     t = timing_values(timing)
     if profile.mode == "controller":
         ms = t["controller_heartbeat_timeout_ms"] + t["controller_scan_interval_ms"]
@@ -171,23 +164,6 @@ def failure_detection_s(profile: Profile | str, timing: str = "default") -> floa
     else:
         ms = t["broker_timeout_ms"] + t["namesrv_scan_interval_ms"]
     return ms / 1000
-
-
-def has_failover(profile: Profile | str) -> bool:
-    """Whether the profile elects a new master when its master fails (not master-slave, single)."""
-    profile = get(profile) if isinstance(profile, str) else profile
-    return profile.mode in ("controller", "dledger") or any(
-        p.config.get("slave_acting_master") for p in profile.processes)
-
-
-def failover_margin_s(detection_s: float) -> float:
-    return max(detection_s * FAILOVER_MARGIN_SHARE, FAILOVER_MARGIN_MIN_S)
-
-
-def failover_window_s(profile: Profile | str, timing: str = "default") -> float:
-    """The shortest fault window that exercises a failover: detection plus a margin."""
-    detection = failure_detection_s(profile, timing)
-    return detection + failover_margin_s(detection)
 
 
 # -- building blocks -------------------------------------------------------------------
@@ -372,33 +348,13 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def refused_fault(profile: Profile | str, fault_name: str) -> str | None:
-    """Why `fault_name` cannot apply to the profile, or None (the name itself, else its family)."""
-    profile = get(profile) if isinstance(profile, str) else profile
-    family = fault_name.rsplit("-", 1)[-1]
-    return profile.refused.get(fault_name) or profile.refused.get(family)
-
-
-def _real_rocketmq() -> dict[str, Profile]:
-    # Imported last: sut.rocketmq.profiles builds on this module's types. If it is the
-    # module being imported (and so imported this one), it registers itself when done.
-    import sys
-    module = sys.modules.get("sut.rocketmq.profiles")
-    if module is not None and not hasattr(module, "PROFILES"):
-        return {}
-    from sut.rocketmq.profiles import PROFILES as rocketmq
-    return rocketmq
-
-
-PROFILES.update(_real_rocketmq())
-
-
 def serves_kv(role: str, config: Mapping[str, Any]) -> bool:
     """Whether a process serves the Raft KV store on its port (raft members, DLedger brokers)."""
     return role == "raft" or (role == "broker" and config.get("ha_mode") == "dledger")
 
 
 def get(name: str) -> Profile:
+    """One of the model's profiles (sut.systems.profile knows every system's)."""
     try:
         return PROFILES[name]
     except KeyError:

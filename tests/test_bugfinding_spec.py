@@ -1,5 +1,5 @@
 """Run defaults that exercise failover: fault windows derive from the profile's failure
-detection (sut.profiles, the one place for that fact); shorter windows are the user's
+detection (sut.systems, the one place for that fact); shorter windows are the user's
 choice and `chaos run` says that no failover will be exercised."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from harness.spec import build_spec
-from sut import profiles
+from sut import systems
 
 
 @pytest.mark.parametrize("profile, timing, detection", [
@@ -18,14 +18,14 @@ from sut import profiles
     ("master-slave-sync", "default", 15.0),  # nameserver: broker timeout 10 s + scan 5 s
 ])
 def test_failure_detection_follows_the_profile_s_mode_and_timing(profile, timing, detection):
-    assert profiles.failure_detection_s(profile, timing) == pytest.approx(detection)
-    assert profiles.failover_window_s(profile, timing) > detection
+    assert systems.failure_detection_s(profile, timing) == pytest.approx(detection)
+    assert systems.failover_window_s(profile, timing) > detection
 
 
 def test_default_fault_windows_and_recovery_outlast_detection_by_a_margin():
     for name in ("controller-3", "dledger-3"):
         spec = build_spec({"profile": name}, check_store=False)
-        window = profiles.failover_window_s(name)
+        window = systems.failover_window_s(name)
         assert spec.duration == spec.interval == spec.recovery == pytest.approx(window)
         assert spec.failover_warning() is None
     fast = build_spec({"profile": "controller-3", "timing": "fast", "time": 10}, check_store=False)

@@ -12,7 +12,8 @@ from pathlib import Path
 from harness.campaign.gates import families
 from harness.campaign.model import load_campaign
 from harness.campaign.plan import plan
-from sut.profiles import FAULT_FAMILIES, get
+from sut.profiles import FAULT_FAMILIES
+from sut.systems import profile as get
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parent.parent

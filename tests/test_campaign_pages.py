@@ -34,7 +34,9 @@ def test_index_shows_the_matrix_with_verdicts_lost_counts_and_links_to_run_repor
     assert 'data-seed="11"' in html and 'data-seed="12"' in html
     # lost messages listed, escaped
     assert "m-1-&lt;b&gt;0&lt;/b&gt;" in html and "<b>0</b>" not in html
-    assert (campaign / "assets" / "plotly.min.js").is_file()
+    # plotly.min.js once per store, beside the campaigns, not inside each
+    assert (tmp_path / "assets" / "plotly.min.js").is_file() and not (campaign / "assets").exists()
+    assert 'src="../assets/plotly.min.js"' in html
 
 
 def test_a_failed_gate_is_shown_at_the_top_of_index(tmp_path):
@@ -54,7 +56,11 @@ def test_compare_puts_the_modes_side_by_side_with_intervals_and_a_significance_v
     assert 'data-profile="controller-3" data-mode="controller"' in html
     assert "controller-unclean" not in html.split("<main>")[1]     # unsafe profiles are caught, not measured
     assert 'data-significant="yes"' in html and "dledger-3 recovers faster" in html
-    assert re.search(r"3\.0\d s <span class=\"muted\">\[\d\.\d\d, \d\.\d\d\]", html)   # median [CI]
+    # median [CI] (n): 10 windows per mode, enough for an interval
+    assert re.search(r"3\.0\d s <span class=\"muted\" data-n=\"10\">\[\d\.\d\d, \d\.\d\d\] \(n = 10\)", html)
+    assert "dledger-3 (n = 10) vs controller-3 (n = 10)" in html
+    assert re.search(r"dledger-3 recovers faster than controller-3 under leader-kill: median RTO 3\.0\d s vs "
+                     r"12\.\d\d s \(n = 10 vs 10, p = [\d.e-]+\)\.", html)
     assert html.count('class="chart"') == 2
 
 

@@ -226,7 +226,7 @@ def test_malformed_lines_are_reported_with_file_line_and_reason(checked):
 
 def test_malformed_lines_leave_the_rest_checked_and_the_verdict_unknown(checked):
     checkers = result(checked, "malformed")["checkers"]
-    assert checkers["stats"]["operations"] == 3
+    assert checkers["stats"]["operations"] == 5     # 3 and the audit's 2
     assert checkers["stats"]["valid"] == "unknown"
     assert checkers["queue"]["valid"] is True
     assert checkers["queue"]["counts"]["consumed_ids"] == 2
@@ -281,7 +281,7 @@ def test_empty_history_is_unknown(checked):
 def test_unreadable_run_json_is_reported_and_defaults_are_used(checked):
     res = result(checked, "bad-spec")
     assert res["workload"] == "queue"
-    assert res["checkers"]["stats"]["operations"] == 2     # also the file "c 2+%é.jsonl"
+    assert res["checkers"]["stats"]["operations"] == 4     # also the file "c 2+%é.jsonl"; 2 audit reads
     assert res["checkers"]["queue"]["valid"] is True
     assert "not readable JSON" in res["checkers"]["stats"]["problems"][0]
 
@@ -527,9 +527,11 @@ def test_a_consumed_message_missing_from_the_final_log_is_lost_after_consume(che
     assert sorted(m["id"] for m in section["lost_after_consume"]) == ["m1", "m2"]
 
 
-def test_without_an_audit_consumed_messages_are_not_judged(checked):
+def test_without_an_audit_consumed_messages_are_not_judged_and_the_run_is_unknown(checked):
     section = queue_of(checked, "unaudited")
-    assert section["valid"] is True and section["audit"]["complete"] is False
+    assert section["valid"] == "unknown" and section["audit"]["complete"] is False
+    assert section["audit"]["unchecked"] == ["lost_after_consume"]
+    assert any("lost_after_consume not checked" in p for p in section["problems"])
 
 
 def test_one_offset_holding_two_messages_is_an_inconsistent_offset(checked):
@@ -757,3 +759,28 @@ def test_a_tiny_input_is_checked_without_generated_code(spark, checked, tmp_path
     assert check_runs([run], progress=record)[0]["valid"] == result(checked, "queue-all")["valid"]
     assert seen == {"spark.sql.codegen.wholeStage": {"true"}, "spark.sql.codegen.factoryMode": {"FALLBACK"}}
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+
+
+# -- the SUT's own invariant breaches ------------------------------------------------------
+
+def test_a_model_invariant_event_makes_an_otherwise_clean_run_invalid(checked):
+    res = result(checked, "invariant-breach")
+    assert res["checkers"]["queue"]["valid"] is True and res["valid"] is False
+    section = res["checkers"]["invariants"]
+    assert section["valid"] is False and section["counts"] == {"raft-committed-entries-cut": 1}
+    [breach] = section["anomalies"]
+    assert (breach["node"], breach["process"], breach["safety"], breach["time_s"]) == ("n2", "broker-1", True, 1.5)
+    assert json.loads(breach["line"])["details"] == {"after_index": 1, "commit_index": 3}
+
+
+def test_a_rocketmq_bug_line_that_breaks_no_safety_is_listed_and_the_run_stays_valid(checked):
+    res = result(checked, "rocketmq-bug-line")
+    section = res["checkers"]["invariants"]
+    assert res["valid"] is True and section["valid"] is True
+    [line] = section["anomalies"]
+    assert (line["kind"], line["node"], line["safety"], line["time_s"]) == ("rocketmq-bug-line", "n1", False, 2.0)
+
+
+def test_runs_without_node_logs_are_not_checked_for_invariants(checked):
+    section = result(checked, "clean")["checkers"]["invariants"]
+    assert section["valid"] is True and section["checked"] is False

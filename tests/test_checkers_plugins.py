@@ -14,18 +14,11 @@ from checkers.context import RunFacts
 from records import CheckInputs
 from support.checker_runs import RunBuilder, poll, item, send
 from support.plugins import CHAOS, example_site
+from support.plugins import own_registry as own_registry_fixture
 
 plugin_site = example_site("contracts.md", "### Writing a checker", registry.ENTRY_POINT_GROUP)
 
-
-@pytest.fixture
-def own_registry(monkeypatch):
-    """A copy of the registry with the built-ins, so that a test's registrations do not stay."""
-    registry.known()
-    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
-    yield
-    monkeypatch.undo()
-    registry.load_plugins(reload=True)
+own_registry = own_registry_fixture(registry)
 
 
 def queue_run(store: Path, name: str, slow_send_ms: float) -> Path:

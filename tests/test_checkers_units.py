@@ -170,7 +170,7 @@ TOTALS = dict.fromkeys(("messages", "acknowledged", "send_attempts", "retried", 
     ({"unreadable_polls": 1, "lost": 1}, True, False, 2),
 ])
 def test_queue_verdict_from_counts(counts, tolerant, valid, problems):
-    section = queue.queue_section({**TOTALS, **counts}, {}, tolerant)
+    section = queue.queue_section({**TOTALS, **counts}, {}, tolerant, {"complete": True})
     assert section["valid"] == valid
     assert len(section["problems"]) == problems
 

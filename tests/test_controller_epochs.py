@@ -1,5 +1,5 @@
-"""The epoch file and the consistent-point search (ROCKETMQ_HA.md "Epoch file
-consistent point"), plus the append rule and crash safety of the file."""
+"""The epoch file and the consistent-point search (docs/ha-protocol.md,
+"Scenarios our tests replay"), plus the append rule and crash safety of the file."""
 from __future__ import annotations
 
 import os

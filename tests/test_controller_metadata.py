@@ -1,5 +1,5 @@
-"""The controller's metadata state machine, scenario by scenario (ROCKETMQ_HA.md
-"Controller state machine"), plus the fences and error codes of each request."""
+"""The controller's metadata state machine, scenario by scenario (docs/ha-protocol.md,
+"Scenarios our tests replay"), plus the fences and error codes of each request."""
 from __future__ import annotations
 
 import json

@@ -20,7 +20,7 @@ from nuclei.net import remove
 from support.controller import Step, read_all_message_ids, seeded_schedule, steps_for_this_run, wait_until
 from support.controller_chaos import workload
 from sut import admin
-from sut.deploy import Deployer
+from sut.deploy import ModelDeployer
 
 FAULTS = ("partition-master", "partition-node", "kill-master", "kill-broker", "kill-controller")
 
@@ -32,7 +32,7 @@ def schedule(seed: int, steps: int) -> list[Step]:
 class Chaos:
     """Applies one step at a time through the nuclei; everything is journaled."""
 
-    def __init__(self, deployer: Deployer, pool, inventory, journal) -> None:
+    def __init__(self, deployer: ModelDeployer, pool, inventory, journal) -> None:
         self.deployer, self.pool, self.inventory, self.journal = deployer, pool, inventory, journal
         self.log: list[str] = []
 
@@ -79,14 +79,14 @@ class Chaos:
         return restart
 
 
-def broker_statuses(deployer: Deployer) -> list[dict | None]:
+def broker_statuses(deployer: ModelDeployer) -> list[dict | None]:
     async def ask():
         return await asyncio.gather(*(admin.process_status(r.address, timeout=1.5)
                                       for r in deployer.refs if r.role == "broker"))
     return admin.run_sync(ask())
 
 
-def whole(deployer: Deployer) -> bool:
+def whole(deployer: ModelDeployer) -> bool:
     statuses = broker_statuses(deployer)
     if not all(s and s.get("ready") for s in statuses):
         return False
@@ -99,7 +99,7 @@ def whole(deployer: Deployer) -> bool:
 def run_profile(profile: str, netns_cluster, tmp_path, seed: int):
     inventory, pool = netns_cluster
     journal = nuclei.Journal(tmp_path / f"{profile}-journal.jsonl")
-    deployer = Deployer(pool, inventory, profile, tmp_path / profile, timing="fast")
+    deployer = ModelDeployer(pool, inventory, profile, tmp_path / profile, timing="fast")
     chaos = Chaos(deployer, pool, inventory, journal)
     ok: list[str] = []
     attempted: list[str] = []

@@ -12,6 +12,7 @@ import pytest
 from sut.controller.epochs import EpochEntry, EpochFile
 from sut.controller.identity import BrokerIdentity, IdentityError, IdentityStore
 from sut.controller.replication import HAError, LinkTiming, SlaveSide
+from sut.invariants import FILE_NAME, InvariantLog
 from sut.message import Message
 from sut.protocol import Command, RequestCode
 from sut.store.message_store import MessageStore, StoreConfig
@@ -23,14 +24,24 @@ class Hooks:
     broker_id = 2
     learner = False
 
-    def __init__(self) -> None:
+    def __init__(self, data_dir, confirmed: int = 0) -> None:
         self.confirm = None
+        self.confirmed = confirmed  # what this broker knew as confirmed before the handshake
+        self.invariants = InvariantLog(data_dir, "n2", LOG)
 
     def expected_master_epoch(self) -> int:
         return 0
 
+    def confirm_offset(self) -> int:
+        return self.confirmed
+
     def on_confirm(self, offset: int) -> None:
         self.confirm = offset
+
+
+def read_events(path) -> list[dict]:
+    """The invariant events a node wrote (one JSON object a line)."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def store_with(tmp_path, name: str, count: int) -> tuple[MessageStore, list[int]]:
@@ -49,11 +60,11 @@ def handshake(epochs: list[EpochEntry], end: int, confirm: int = 0) -> Command:
                    json.dumps([e.to_json() for e in epochs]).encode(), flags=1)
 
 
-def slave(tmp_path, store, entries) -> SlaveSide:
+def slave(tmp_path, store, entries, confirmed: int = 0) -> SlaveSide:
     epochs = EpochFile(tmp_path / "epochs.json")
     for entry in entries:
         assert epochs.append(entry)
-    return SlaveSide("127.0.0.1:1", store, epochs, LinkTiming(), Hooks(), LOG)
+    return SlaveSide("127.0.0.1:1", store, epochs, LinkTiming(), Hooks(tmp_path, confirmed), LOG)
 
 
 def test_a_returning_old_master_is_cut_back_to_where_the_new_epoch_began(tmp_path):
@@ -65,6 +76,24 @@ def test_a_returning_old_master_is_cut_back_to_where_the_new_epoch_began(tmp_pat
     assert side.truncations == [(ends[10], ends[6])]
     assert side.epochs.entries == [EpochEntry(1, 0)]
     assert side.hooks.confirm == ends[6]
+
+
+def test_an_old_master_cut_below_what_it_had_confirmed_obeys_and_records_the_breach(tmp_path):
+    store, ends = store_with(tmp_path, "acked", 10)       # acknowledged all 10 (master-only ack)
+    side = slave(tmp_path, store, [EpochEntry(1, 0)], confirmed=ends[10])
+    master = [EpochEntry(1, 0), EpochEntry(2, ends[6])]
+    asyncio.run(side._truncate_to_master(handshake(master, ends[6] + 500, confirm=ends[6])))
+    assert store.max_offset == ends[6]                    # obeyed, as RocketMQ does
+    [event] = read_events(tmp_path / FILE_NAME)
+    assert event["kind"] == "ha-truncated-below-confirm" and event["node"] == "n2"
+    assert event["details"]["consistent_point"] == ends[6] and event["details"]["confirm_offset"] == ends[10]
+
+
+def test_a_cut_above_the_confirm_offset_breaks_nothing(tmp_path):
+    store, ends = store_with(tmp_path, "unacked", 10)
+    side = slave(tmp_path, store, [EpochEntry(1, 0)], confirmed=ends[6])
+    asyncio.run(side._truncate_to_master(handshake([EpochEntry(1, 0), EpochEntry(2, ends[6])], ends[6] + 500)))
+    assert store.max_offset == ends[6] and not (tmp_path / FILE_NAME).exists()
 
 
 def test_a_slave_that_is_behind_keeps_everything(tmp_path):

@@ -22,7 +22,7 @@ import pytest
 from faults.crash import crash_fs_unavailable
 from nuclei import Journal, NucleusError, heal, lazyfs
 from nuclei.lazyfs_node import Dirty
-from sut.deploy import Deployer
+from sut.deploy import ModelDeployer
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parent.parent
@@ -224,7 +224,7 @@ def test_the_mount_is_gone_after_chaos_heal_when_the_harness_was_killed(node, tm
     # The run's SUT keeps its data on the crash file system: the heal must stop it, not pull
     # the file system from under it.
     single = inventory.model_copy(update={"nodes": [target]})
-    deployer = Deployer(pool, single, "single-broker", run_dir, timing="fast")
+    deployer = ModelDeployer(pool, single, "single-broker", run_dir, timing="fast")
     (run_dir / "run.json").write_text(json.dumps({"spec": {"profile": "single-broker", "timing": "fast"}}))
     try:
         deployer.install()

@@ -36,7 +36,7 @@ def test_other_faults_do_not_need_fuse(monkeypatch):
 
 def test_every_crash_fault_is_listed_with_its_selector():
     from faults.registry import known
-    names = {name: reg for name, reg in known().items() if name.endswith("-crash")}
+    names = {name: reg for name, reg in known().items() if reg.cls is crash.CrashFault}
     assert sorted(names) == ["fixed-crash", "leader-crash", "major-crash", "minor-crash", "random-crash"]
     assert all("unsynced" in reg.description for reg in names.values())
     result = CliRunner().invoke(cli, ["faults"])
@@ -46,6 +46,6 @@ def test_every_crash_fault_is_listed_with_its_selector():
 def test_the_journal_less_sweep_looks_where_the_deployer_mounts():
     from inventory.model import Node
     from nuclei import lazyfs
-    from sut.deploy import Deployer
+    from sut.deploy import ModelDeployer
     node = Node(name="n1", host="10.0.0.1", workdir="/var/lib/chaos/n1")
-    assert Deployer.data_root(node) == lazyfs.data_mountpoint(node.workdir) == "/var/lib/chaos/n1/data"
+    assert ModelDeployer.data_root(node) == lazyfs.data_mountpoint(node.workdir) == "/var/lib/chaos/n1/data"

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import EXIT_ERROR, cli
-from harness.run import make_workload, operation_plan, plan_summary
+from harness.plan import make_workload, operation_plan, plan_summary
 from harness.spec import build_spec
 from workloads.generator import worker_streams
 

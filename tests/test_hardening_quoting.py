@@ -202,5 +202,11 @@ def test_iptables_nuclei_refuse_shell_text_as_a_peer_or_probability(node, tmp_pa
     with pytest.raises(nuclei.NucleusError) as error:
         nuclei.loss(pool, journal, target.name, ["10.0.0.1"], text)  # type: ignore[arg-type]
     one_line_naming(error.value, "probability")
+    with pytest.raises(nuclei.NucleusError) as error:
+        nuclei.bandwidth(pool, journal, target.name, [text], "1mbit")
+    one_line_naming(error.value, "peer address")
+    with pytest.raises(nuclei.NucleusError) as error:
+        nuclei.bandwidth(pool, journal, target.name, ["10.0.0.1"], text)
+    one_line_naming(error.value, "rate")
     assert journal.entries() == [] and chain_rules(pool, target.name) == []
     no_canary()

@@ -1,5 +1,5 @@
 """Adversarial histories: linearizable histories of every model with one
-completion made impossible (checkers.knossos.generate.mutate). The engine
+completion made impossible (tests/support/knossos_generate.py, mutate). The engine
 must say no, name the mutated op or one that depends on it, report the same
 key and op every time, and stop the other keys' searches."""
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from checkers.knossos import MODELS, analysis, analyze_batch, reference
-from checkers.knossos.generate import adversarial_history, initial, random_history
+from checkers.knossos import MODELS, analysis, analyze_batch
+from support import knossos_reference as reference
+from support.knossos_generate import adversarial_history, initial, random_history
 from checkers.knossos.history import operations
 
 pytestmark = pytest.mark.jvm
@@ -81,7 +82,7 @@ def test_a_key_proven_invalid_alone_is_reported_when_the_other_key_is_valid():
 
 def test_the_reported_key_and_op_do_not_depend_on_the_thread_count():
     root = Path(__file__).resolve().parents[1]
-    script = ("import json, sys; sys.path.insert(0, '.');"
+    script = ("import json, sys; sys.path[:0] = ['.', 'tests'];"
               "from tests.test_knossos_adversarial import _two_bad_keys;"
               "from checkers.knossos import analysis;"
               "r = analysis('kv', _two_bad_keys()[0], time_limit=60);"

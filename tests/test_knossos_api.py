@@ -262,7 +262,7 @@ def test_the_jvm_starts_once_per_process_and_quickly():
 
 
 def test_every_model_is_known_to_both_engines():
-    from checkers.knossos.reference import STEPS
+    from support.knossos_reference import STEPS
     assert set(MODELS) == set(STEPS)
     for model in MODELS:
         assert analysis(model, [])["valid"] is True

@@ -110,7 +110,7 @@ def test_an_init_that_is_neither_json_nor_edn_is_refused():
 def test_many_files_in_one_call_each_get_their_own_verdict_in_order(tmp_path):
     import random
 
-    from checkers.knossos.generate import adversarial_history, random_history
+    from support.knossos_generate import adversarial_history, random_history
     rng = random.Random(4)
     expected = []
     paths = []

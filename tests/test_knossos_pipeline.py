@@ -9,7 +9,7 @@ import random
 import pytest
 
 from checkers import linearizable
-from checkers.knossos.generate import adversarial_history, random_history
+from support.knossos_generate import adversarial_history, random_history
 
 pytestmark = pytest.mark.jvm
 

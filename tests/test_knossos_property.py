@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers.knossos import MODELS, analyze_batch, reference
-from checkers.knossos.generate import adversarial_history, initial, random_history
+from checkers.knossos import MODELS, analyze_batch
+from support import knossos_reference as reference
+from support.knossos_generate import adversarial_history, initial, random_history
 from checkers.knossos.history import operations
 
 pytestmark = pytest.mark.jvm

@@ -1,4 +1,4 @@
-"""Raft/DLedger scenarios (ROCKETMQ_HA.md) with real processes on loopback and real signals.
+"""Raft/DLedger scenarios (docs/ha-protocol.md) with real processes on loopback and real signals.
 
 Every test runs `python -m sut raft` members, kills them with SIGKILL, restarts
 them on the same data, and polls their status with generous deadlines (the

@@ -61,9 +61,10 @@ def test_timeline_places_master_changes_and_every_lost_message_as_a_clickable_ma
     page = loaded.page
     spans = page.evaluate("""() => { const gd = document.getElementById('timeline');
         const t = gd.data.find(t => t.name === 'master / leader');
-        return t.base.map((b, i) => ({start: b, stop: b + t.x[i], master: t.customdata[i][2], rank: t.customdata[i][3]})); }""")
+        return t.base.map((b, i) => ({start: b, stop: b + t.x[i], master: t.customdata[i][2]})); }""")
+    spans.sort(key=lambda span: span["start"])
     windows = [(w["start_s"], w["stop_s"]) for w in results["checkers"]["rto"]["windows"]]
-    changes = [b for a, b in zip(spans, spans[1:]) if b["master"] and b["master"] != a["master"]]
+    changes = [b for a, b in zip(spans, spans[1:]) if b["master"] != a["master"]]
     assert any(start <= c["start"] <= stop for c in changes for start, stop in windows), (spans, windows)
 
     listed = page.eval_on_selector_all("a[data-anomaly^='lost-']", "els => els.map(e => e.dataset.anomaly)")
@@ -84,6 +85,66 @@ def test_timeline_places_master_changes_and_every_lost_message_as_a_clickable_ma
     details = page.text_content("#anomaly-details")
     assert "node that acked" in details and "final log at that offset" in details
     page.screenshot(path=str(SHOTS / "timeline-lost-details.png"), full_page=False)
+    assert loaded.errors == []
+
+
+def test_timeline_draws_one_role_lane_per_member_and_both_masters_of_a_split_brain(failing_run, browser):  # noqa: F811
+    lines = [json.loads(line) for line in (failing_run / "cluster.jsonl").read_text().splitlines()]
+    both = [line for line in lines if sum(r == "master" for r in line["groups"]["broker-a"]["members"].values()) > 1]
+    assert both, "the unclean profile under a master partition must show two masters at once"
+    loaded = Loaded(browser, (failing_run / "report" / "timeline.html").as_uri(), "timeline-split-brain")
+    page = loaded.page
+    bars = page.evaluate("""() => { const gd = document.getElementById('timeline');
+        const t = gd.data.find(t => t.name === 'master / leader');
+        return t.base.map((b, i) => ({start: b, stop: b + t.x[i], lane: t.y[i], text: t.text[i]})); }""")
+    lanes = {b["lane"] for b in bars}
+    assert len(lanes) >= 2 and all(lane.startswith("broker-a n") for lane in lanes)
+    overlapping = [(a, b) for a in bars for b in bars
+                   if a["lane"] < b["lane"] and a["start"] < b["stop"] and b["start"] < a["stop"]]
+    assert overlapping, bars
+    first_both = both[0]["time"] / 1e9
+    assert any(a["start"] <= first_both + 0.01 and b["start"] <= first_both + 0.01 for a, b in overlapping)
+    # the lane labels are on the drawn y axis
+    ticks = page.eval_on_selector_all(".yaxislayer-above .y2tick text, .yaxislayer-above text",
+                                      "els => els.map(e => e.textContent)")
+    assert lanes <= set(ticks), (lanes, ticks)
+    titles = page.eval_on_selector_all(".g-xtitle text, .g-ytitle text", "els => els.map(e => e.textContent)")
+    assert "time since run start (s)" in titles and "process" in titles
+    assert loaded.errors == []
+
+
+def test_the_run_page_opens_with_why_naming_the_acknowledging_nodes_windows_and_epochs(failing_run, browser):  # noqa: F811
+    results = json.loads((failing_run / "results.json").read_text())
+    lost = results["checkers"]["queue"]["counts"]["lost"]
+    loaded = Loaded(browser, (failing_run / "report" / "index.html").as_uri(), "run-why")
+    page = loaded.page
+    first_section = page.evaluate("() => document.querySelector('main section').id")
+    assert first_section == "why"
+    summary = page.text_content("#why .why-summary")
+    assert summary.startswith(f"{lost} acknowledged writes were lost")
+    findings = page.eval_on_selector_all("#why .why-finding", """els => els.map(e => ({
+        node: e.dataset.node, window: e.dataset.window, count: +e.dataset.count, text: e.textContent}))""")
+    assert sum(f["count"] for f in findings) == lost
+    in_windows = [f for f in findings if f["window"] != ""]
+    assert in_windows and all(f"window #{f['window']}" in f["text"] and f"that {f['node']} acknowledged" in f["text"]
+                              for f in in_windows)
+    assert all("epoch" in f["text"] for f in in_windows)
+    assert page.text_content("#why .why-split-brain").startswith("Split brain in broker-a:")
+    # the window table puts the lost count beside availability and calls no such window available
+    for row in page.eval_on_selector_all("#rto-table tbody tr", "els => els.map(e => e.textContent)"):
+        if "not available" not in row:
+            assert "acknowledged data was lost" not in row
+    assert page.is_visible("#rto-table td.lost a[href='#why']")
+    # every chart of the run page shows its axis titles (plotly.js reads only title.text)
+    titles = page.eval_on_selector_all("#rto .g-xtitle text, #rto .g-ytitle text", "els => els.map(e => e.textContent)")
+    assert {"fault window", "seconds unavailable"} <= set(titles), titles
+    # a finding's link opens its first lost message on the timeline
+    page.click("#why .why-finding a")
+    page.wait_for_selector("#anomaly-details[data-anomaly^='lost-']", timeout=30_000)
+    # ... and rings it on the chart
+    anchor = page.get_attribute("#anomaly-details", "data-anomaly")
+    page.wait_for_function("""a => (document.getElementById('timeline').data || [])
+        .some(t => t.meta && t.meta.selected === a && t.x.length > 0)""", arg=anchor, timeout=10_000)
     assert loaded.errors == []
 
 
@@ -131,3 +192,33 @@ def click_every_marker(page, markers: list[dict], lo: float | None = None, hi: f
         inside = [m for m in markers if m["anchor"] in crowded and start <= m["x"] < stop]
         opened |= click_every_marker(page, inside, start, stop, depth + 1)
     return opened
+
+
+def test_a_cluster_lane_label_stays_in_view_when_zoomed_into_part_of_a_long_span(failing_run, browser):  # noqa: F811
+    loaded = Loaded(browser, (failing_run / "report" / "timeline.html").as_uri(), "timeline-zoomed-label")
+    page = loaded.page
+    longest = page.evaluate("""() => { const gd = document.getElementById('timeline');
+        let best = null;
+        gd.data.forEach((t, ti) => { if (t.legendgroup !== 'cluster' || !t.base) return;
+          t.base.forEach((b, i) => { if (!best || t.x[i] > best.width)
+            best = {trace: ti, index: i, start: b, width: t.x[i], text: t.text[i]}; }); });
+        return best; }""")
+    assert longest and longest["width"] > 4, longest
+    # zoom into the span's first fifth: its middle, where the label was, is out of view
+    lo, hi = longest["start"] + 0.05 * longest["width"], longest["start"] + 0.25 * longest["width"]
+    page.evaluate(f"() => Plotly.relayout(document.getElementById('timeline'), "
+                  f"{{'xaxis.range[0]': {lo}, 'xaxis.range[1]': {hi}}})")
+    page.wait_for_timeout(500)
+    drawn = page.evaluate(f"""() => {{ const gd = document.getElementById('timeline');
+        const t = gd.data[{longest['trace']}];
+        const plot = document.querySelector('.draglayer .nsewdrag').getBoundingClientRect();
+        const labels = Array.from(document.querySelectorAll('text.bartext'))
+          .filter(e => e.textContent === {json.dumps(longest['text'])})
+          .map(e => e.getBoundingClientRect())
+          .filter(r => r.width > 0 && r.left >= plot.left - 1 && r.right <= plot.right + 1);
+        return {{base: t.base[{longest['index']}], stop: t.base[{longest['index']}] + t.x[{longest['index']}],
+                 inView: labels.length}}; }}""")
+    assert abs(drawn["base"] - lo) < 1e-6 and abs(drawn["stop"] - hi) < 1e-6, drawn
+    assert drawn["inView"] >= 1, drawn
+    page.screenshot(path=str(SHOTS / "timeline-zoomed-label.png"), full_page=False)
+    assert loaded.errors == []

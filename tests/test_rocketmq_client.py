@@ -20,7 +20,8 @@ from sut.rocketmq.driver import Driver, SharedDriver, DriverDied, DriverError, c
 from support.rocketmq import BROKER_NAME, require_rocketmq, rmq_cluster, rmq_loopback  # noqa: F401 - fixtures
 from support.workloads import check_process_rules, consumed_ids, run_on_sut
 from workloads.base import Completion, WorkloadOptions
-from workloads.clients import ROCKETMQ, Endpoints, broker_client
+from sut.rocketmq.profiles import SYSTEM as ROCKETMQ
+from workloads.clients import Endpoints, broker_client
 from workloads.log import LogWorkload
 from workloads.queue import QueueWorkload
 from workloads.rocketmq_client import RocketMQClient

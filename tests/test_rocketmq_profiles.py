@@ -10,7 +10,9 @@ from click.testing import CliRunner
 from harness.cli import EXIT_ERROR, cli
 from harness.spec import SpecError, build_spec
 from faults.crash import crash_fs_unavailable
-from sut.profiles import PROFILES, failure_detection_s, get, refused_fault
+from sut.systems import failure_detection_s, refused_fault
+from sut.systems import profile as get
+from sut.systems import profiles
 from tests.conftest import require
 from sut.rocketmq.config import ADD_OPENS, render
 from sut.rocketmq.deploy import live_sync_state_members
@@ -27,10 +29,10 @@ def rendered(name: str, timing: str = "fast"):
 def test_the_four_modes_and_the_article_options_are_profiles_of_the_rocketmq_system():
     for name in ("rmq-dledger-3", "rmq-controller-3", "rmq-controller-unclean", "rmq-master-slave-sync",
                  "rmq-controller-3-jraft-tsp-slaveread", "rmq-dledger-3-tsp-slaveread"):
-        assert PROFILES[name].system == "rocketmq"
+        assert profiles()[name].system == "rocketmq"
     assert get("rmq-controller-unclean").expected_safe is False
     assert set(get("rmq-controller-unclean").unsafe_under) >= {"kill", "partition"}
-    assert all(PROFILES[n].expected_safe for n in ("rmq-dledger-3", "rmq-controller-3", "rmq-master-slave-sync"))
+    assert all(profiles()[n].expected_safe for n in ("rmq-dledger-3", "rmq-controller-3", "rmq-master-slave-sync"))
 
 
 def test_what_each_profile_promises_under_a_machine_crash():
@@ -38,7 +40,7 @@ def test_what_each_profile_promises_under_a_machine_crash():
     # minority of the broker group and refuse a majority crash; the baseline without
     # failover refuses every crash; the unclean profile is expected to lose.
     for name in ("rmq-dledger-3", "rmq-controller-3", "rmq-controller-3-jraft-tsp-slaveread"):
-        assert PROFILES[name].expected_safe and "crash" not in PROFILES[name].unsafe_under
+        assert profiles()[name].expected_safe and "crash" not in profiles()[name].unsafe_under
         assert "by design" in refused_fault(name, "major-crash")
         assert refused_fault(name, "leader-crash") is None and refused_fault(name, "minor-crash") is None
     assert "crash" in get("rmq-controller-unclean").unsafe_under

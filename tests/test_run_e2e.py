@@ -52,7 +52,7 @@ def acked_and_consumed(run_dir: Path) -> tuple[set, set]:
 
 
 def assert_store_layout(run_dir: Path, store: Path, concurrency: int) -> None:
-    """Every file of DESIGN.md 4.1 that this run produces."""
+    """Every file of the store layout (docs/history-format.md) that this run produces."""
     campaign = run_dir.parent.parent
     assert (store / "latest").resolve() == campaign.resolve()
     assert (campaign / "campaign.json").is_file()
@@ -81,6 +81,7 @@ def test_a_queue_run_with_random_kill_on_a_safe_profile_loses_no_acknowledged_me
     # random-kill alone may only ever hit followers; every second window kills the leader.
     outcome = chaos_run(cluster, store, profile=profile, faults=["random-kill", "leader-kill"])
     assert outcome.status == "complete", outcome.error
+    assert outcome.valid is True, json.loads((outcome.run.path / "results.json").read_text())
     assert_store_layout(outcome.run.path, store, concurrency=6)
     acked, consumed = acked_and_consumed(outcome.run.path)
     assert len(acked) > DURATION * 5

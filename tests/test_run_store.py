@@ -1,4 +1,4 @@
-"""The store layout (DESIGN.md 4.1): campaigns, runs, latest, run.json without secrets."""
+"""The store layout (docs/history-format.md): campaigns, runs, latest, run.json without secrets."""
 from __future__ import annotations
 
 import json

@@ -22,12 +22,13 @@ from rich.console import Console
 
 import nuclei
 from harness import schedule as schedule_file
+from harness.plan import spec_values
 from harness.run import RunLifecycle, check
 from harness.shrink import original as original_run
 from harness.shrink.search import Settings
 from harness.shrink.session import shrink
 from harness.spec import build_spec
-from sut.profiles import failure_detection_s
+from sut.systems import failure_detection_s
 from support.stores import stored as store_file
 
 SHORT = os.environ.get("CHAOS_LONG") == "short"
@@ -101,7 +102,7 @@ def test_ctrl_c_during_a_shrink_heals_the_nodes_and_keeps_the_best_schedule(inve
 
 
 def test_a_mixed_failing_run_shrinks_to_one_master_partition_that_still_loses_messages(inventory, tmp_path):
-    spec = build_spec({**schedule_file.spec_values(MIXED), "inventory": inventory.source, "store": tmp_path,
+    spec = build_spec({**spec_values(MIXED), "inventory": inventory.source, "store": tmp_path,
                        "check": False})
     outcome = RunLifecycle(spec, Console(stderr=True), show_progress=False).execute()
     assert outcome.status == "complete", outcome.error

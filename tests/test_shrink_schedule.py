@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from harness import schedule as schedule_file
 from harness.cli import EXIT_ERROR, cli
-from harness.run import fault_schedule, plan_summary
+from harness.plan import fault_schedule, from_spec, plan_summary, spec_values, window_events
 from harness.spec import build_spec
 
 SEEDED = {"profile": "controller-unclean", "faults": ["leader-partition", "random-kill"], "targets": ["brokers"],
@@ -17,7 +17,7 @@ SEEDED = {"profile": "controller-unclean", "faults": ["leader-partition", "rando
 
 
 def replayed(spec, **extra):
-    return build_spec({**schedule_file.spec_values(schedule_file.from_spec(spec)), **extra}, check_store=False)
+    return build_spec({**spec_values(from_spec(spec)), **extra}, check_store=False)
 
 
 def test_a_seeded_run_and_the_replay_of_its_schedule_plan_the_same_operations_and_faults():
@@ -39,23 +39,23 @@ def test_overlapping_faults_replay_at_the_same_offsets_with_the_same_target_seed
 
 def test_the_file_round_trips_and_a_window_without_a_seed_keeps_its_targets_when_others_go():
     spec = build_spec(SEEDED, check_store=False)
-    schedule = schedule_file.from_spec(spec)
+    schedule = from_spec(spec)
     text = schedule_file.dump(schedule)
     assert text.startswith("# A chaos schedule") and "chaos run --schedule" in text
     assert schedule_file.parse(text) == schedule
     bare = schedule.replace(windows=[{**w.model_dump(), "seed": None} for w in schedule.windows])
     kept = bare.replace(windows=[bare.windows[-1].model_dump()])
-    alone = schedule_file.events(kept.windows, kept.seed)[0]
-    assert alone.seed == schedule_file.events(bare.windows, bare.seed)[-1].seed
+    alone = window_events(kept.windows, kept.seed)[0]
+    assert alone.seed == window_events(bare.windows, bare.seed)[-1].seed
 
 
 def test_a_schedule_carries_the_runs_library_bugs_and_replays_them():
     spec = build_spec({**SEEDED, "profile": "controller-3", "bugs": ["ack-without-sync-state-set"]},
                       check_store=False)
-    schedule = schedule_file.from_spec(spec)
+    schedule = from_spec(spec)
     assert "ack-without-sync-state-set" in schedule_file.dump(schedule)
     assert replayed(spec).bugs == ("ack-without-sync-state-set",)
-    assert "bugs" not in schedule_file.dump(schedule_file.from_spec(build_spec(SEEDED, check_store=False)))
+    assert "bugs" not in schedule_file.dump(from_spec(build_spec(SEEDED, check_store=False)))
 
 
 def test_dry_run_of_a_stored_schedule_prints_the_same_digests(tmp_path):
@@ -64,7 +64,7 @@ def test_dry_run_of_a_stored_schedule_prints_the_same_digests(tmp_path):
     first = CliRunner().invoke(cli, args)
     assert first.exit_code == 0, first.output
     path = tmp_path / "schedule.yaml"
-    schedule_file.save(path, schedule_file.from_spec(build_spec(
+    schedule_file.save(path, from_spec(build_spec(
         {"profile": "controller-unclean", "faults": ["leader-partition"], "targets": ["brokers"],
          "timing": "fast", "time": 20, "seed": 5}, check_store=False)))
     again = CliRunner().invoke(cli, ["run", "--dry-run", "--schedule", str(path)])

@@ -13,7 +13,7 @@ from harness.run import RunRecord
 from harness.spec import build_spec
 from harness.store import Store
 from records import SCHEMA_VERSION, CampaignJson, OldStoreError, ResultsJson, RunJson, read_model
-from sut import profiles
+from sut import systems
 
 
 def old_store(root: Path) -> Path:
@@ -60,8 +60,8 @@ def test_the_harness_writes_run_json_with_the_facts_the_checkers_need(tmp_path):
     stored = read_model(RunJson, run.run_json)
     assert stored.schema_version == SCHEMA_VERSION and stored.spec["profile"] == "controller-3"
     checks = stored.checks
-    assert checks.detection_s == profiles.failure_detection_s("controller-3", "fast")
-    assert checks.failover_window_s == profiles.failover_window_s("controller-3", "fast")
+    assert checks.detection_s == systems.failure_detection_s("controller-3", "fast")
+    assert checks.failover_window_s == systems.failover_window_s("controller-3", "fast")
     assert (checks.workload, checks.rto_threshold_s, checks.write_rate) == ("queue", 3.0, 16.0)
 
 

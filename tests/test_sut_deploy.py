@@ -7,7 +7,7 @@ import posixpath
 import pytest
 
 from sut.client import Consumer, Outcome, Producer
-from sut.deploy import Deployer
+from sut.deploy import ModelDeployer
 from sut.local import wait_until
 from support.sut import status
 
@@ -27,7 +27,7 @@ async def _read_from_slave(namesrv: list[str]) -> list[bytes]:
 
 def test_master_and_slave_deployed_over_ssh_survive_a_slave_kill(netns_cluster, tmp_path):
     inventory, pool = netns_cluster
-    deployer = Deployer(pool, inventory, "master-slave-sync", tmp_path, timing="fast")
+    deployer = ModelDeployer(pool, inventory, "master-slave-sync", tmp_path, timing="fast")
     master_node, slave_node = inventory.nodes[0], inventory.nodes[1]
     try:
         deployer.install()

@@ -9,7 +9,7 @@ from sut.profiles import PROFILES, TIMINGS, Address, Peers, Profile, ProcessSpec
 
 
 # The model's profiles; real RocketMQ's (rmq-*) render in sut.rocketmq.config (test_rocketmq_profiles.py).
-@pytest.mark.parametrize("name", sorted(n for n, p in PROFILES.items() if p.system == "model"))
+@pytest.mark.parametrize("name", sorted(PROFILES))
 @pytest.mark.parametrize("timing", sorted(TIMINGS))
 def test_every_profile_renders_configs_its_processes_accept(name, timing):
     profile = get(name)

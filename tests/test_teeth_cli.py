@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.campaign import load_campaign
+from harness.campaign import teeth
 from harness.campaign.teeth import NOT_EXERCISABLE, BugVerdict, bug_campaign, cells, score
 from harness.cli import cli
 from sut import bugs
@@ -116,3 +117,82 @@ def test_the_crash_file_system_reports_unsynced_bytes_per_directory_and_crashes_
     assert unsynced_log_bytes(status) == 12
     assert unsynced_log_bytes({**status, "unsynced_by_dir": {"consumequeue": 5}}) == 0
     assert unsynced_log_bytes({"unsynced_bytes": 7}) == 7   # an older node program: every file
+
+
+# -- what catches a bug: a safety anomaly, in a run whose control is valid --------------------
+
+def results_with(queue_counts=None, **sections) -> dict:
+    return {"queue": {"valid": True, "counts": queue_counts or {}}, **sections}
+
+
+def test_only_safety_anomalies_can_catch_a_bug_never_recovery_time_or_duplicates():
+    slow = results_with({"duplicated": 4, "lost": 0}, rto={"valid": False, "problems": ["not recovered"]},
+                        perf={"valid": False})
+    assert teeth.safety_anomalies(slow) == []
+    unsafe = results_with({"lost": 2, "lost_after_consume": 1, "inconsistent_offsets": 3},
+                          linearizable={"valid": False}, order={"valid": False},
+                          invariants={"safety_breaches": 1, "anomalies": [{"kind": "raft-commit-index-back",
+                                                                            "safety": True}]})
+    assert teeth.safety_anomalies(unsafe) == [
+        "queue: 2 lost", "queue: 1 lost_after_consume", "queue: 3 inconsistent_offsets", "linearizable: invalid",
+        "order: invalid", "invariants: 1 breach(es) raft-commit-index-back"]
+
+
+
+def test_a_consumer_groups_skipped_or_lost_deliveries_catch_a_bug_but_its_duplicates_do_not():
+    group = results_with({}, group={"valid": False, "counts": {"skip": 3, "lost": 1, "order": 0, "duplicates": 9,
+                                                                "offset_rollback": 2}})
+    assert teeth.safety_anomalies(group) == ["group: 1 lost", "group: 3 skip"]
+    duplicates_only = results_with({}, group={"valid": True, "counts": {"duplicates": 9, "offset_rollback": 2}})
+    assert teeth.safety_anomalies(duplicates_only) == []
+
+def run(run_id, valid, *safety, status="complete"):
+    return teeth.RunResult(run_id, status, valid, tuple(safety))
+
+
+def test_a_bug_is_caught_only_where_its_control_run_is_valid():
+    bug_runs = {"a": run("a", False, "queue: 1 lost"), "b": run("b", False, "queue: 2 lost")}
+    verdict = teeth.verdict_of("x", bug_runs, {"a": run("a", True), "b": run("b", False, "queue: 2 lost")})
+    assert verdict.status == teeth.CAUGHT and [c["run_id"] for c in verdict.caught_by] == ["a"]
+    assert verdict.control_valid is False and [u["run_id"] for u in verdict.unsafe_without_control] == ["b"]
+
+
+def test_a_bug_whose_every_catch_has_an_invalid_or_unknown_control_is_not_caught():
+    bug_runs = {"a": run("a", False, "queue: 1 lost"), "b": run("b", False, "queue: 1 lost")}
+    verdict = teeth.verdict_of("x", bug_runs, {"a": run("a", False, "queue: 1 lost"), "b": run("b", "unknown")})
+    assert verdict.status == teeth.CONTROL_INVALID and verdict.caught_by == []
+    assert teeth.score([verdict]) == (0, 1)
+
+
+def test_an_invalid_run_without_a_safety_anomaly_is_missed_not_caught():
+    verdict = teeth.verdict_of("x", {"a": run("a", False)}, {"a": run("a", True)})
+    assert (verdict.status, verdict.control_valid) == (teeth.MISSED, True)
+
+
+def test_runs_without_results_make_the_verdict_an_error():
+    verdict = teeth.verdict_of("x", {"a": run("a", "unknown", status="missing results")}, {"a": run("a", True)})
+    assert verdict.status == teeth.ERROR and "a: missing results" in verdict.error
+
+
+def test_the_control_has_the_bugs_cells_and_seeds_without_the_bug(tmp_path):
+    from harness.campaign.plan import plan
+    restricted = bug_campaign(load_campaign(SMOKE), "raft-commit-without-quorum")
+    control = teeth.control_campaign(restricted)
+    assert control.bugs == () and (control.profiles, control.faults) == (restricted.profiles, restricted.faults)
+    with_bug, without = plan(restricted, store=tmp_path).runs, plan(control, store=tmp_path).runs
+    assert [(r.run_id, r.seed) for r in with_bug] == [(r.run_id, r.seed) for r in without]
+
+
+def test_a_campaign_that_can_exercise_no_bug_is_refused_in_one_line(tmp_path):
+    store = tmp_path / "store"
+    result = CliRunner().invoke(cli, ["teeth", str(SMOKE), "--bug", "sync-flush-without-fsync",
+                                      "--store", str(store)])
+    assert result.exit_code != 0 and "can exercise none of the 1 bug(s) sync-flush-without-fsync" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not list(store.glob("*/campaign.json"))
+
+
+def test_teeth_exits_0_only_when_a_bug_was_exercised_and_every_exercised_one_caught():
+    from harness.commands.teeth import exit_code
+    assert exit_code([BugVerdict("a", teeth.CAUGHT), BugVerdict("c", NOT_EXERCISABLE)]) == 0
+    assert exit_code([BugVerdict("c", NOT_EXERCISABLE)]) == 1
+    assert exit_code([BugVerdict("a", teeth.CAUGHT), BugVerdict("b", teeth.CONTROL_INVALID)]) == 1

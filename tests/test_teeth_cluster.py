@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from rich.console import Console
 
 from checkers.pipeline import check_runs
 from faults.crash import crash_fs_unavailable
+from harness.campaign import load_campaign
+from harness.campaign.teeth import CAUGHT, run_teeth
 from harness.run import RunLifecycle
 from harness.spec import build_spec
 from tests.conftest import require
@@ -55,10 +58,16 @@ EXPECTED = {bug: LOSS for bug in RUNS} | {
 
 
 @pytest.fixture(scope="module")
-def checked(make_cluster, tmp_path_factory) -> dict[str, dict[str, Any]]:
+def cluster(make_cluster):
+    inventory, _ = make_cluster(4)
+    return inventory
+
+
+@pytest.fixture(scope="module")
+def checked(cluster, tmp_path_factory) -> dict[str, dict[str, Any]]:
     """bug -> results.json of its run."""
     require(crash_fs_unavailable() is None, f"the flush bug needs a crash: {crash_fs_unavailable()}")
-    inventory, _ = make_cluster(4)
+    inventory = cluster
     store = tmp_path_factory.mktemp("store")
     paths = {}
     for bug, values in RUNS.items():
@@ -84,3 +93,25 @@ def test_run_json_and_the_run_page_say_the_bug_was_switched_on(checked):
     from reports.run_report import render_run_report
     page = render_run_report(run_dir).read_text()
     assert 'data-bugs="sync-flush-without-fsync"' in page and "--bug sync-flush-without-fsync" in page
+
+
+def test_chaos_teeth_catches_a_bug_only_against_a_valid_control_on_a_small_campaign(cluster, tmp_path):
+    """The real path: run_teeth runs the bug's cell and its control (same seed, no bug)
+    through the campaign runner and reads their verdicts from the store."""
+    campaign_path = tmp_path / "teeth-e2e.yaml"
+    campaign_path.write_text(yaml.safe_dump({
+        "name": "teeth-e2e", "inventory": {"file": str(cluster.source)}, "profiles": ["dledger-3"],
+        "workloads": ["queue"], "faults": ["leader-partition"], "targets": ["brokers"], "timing": "fast",
+        "durations": {"run": 12, "between": 3, "fault": 4, "recovery": 4, "drain_timeout": 20},
+        "rate": 40, "concurrency": 4, "repeats": 1, "seed": 1}))
+    store = tmp_path / "store"
+    [verdict] = run_teeth(load_campaign(campaign_path), campaign_path, store, ["raft-commit-without-quorum"],
+                          Console(stderr=True), show_progress=False)
+    assert verdict.status == CAUGHT and verdict.control_valid is True, verdict.as_json()
+    [caught] = verdict.caught_by
+    assert caught["control_valid"] is True and any(a.startswith("queue: ") for a in caught["anomalies"])
+    control = Path(verdict.control_dir) / "runs" / caught["run_id"]
+    assert json.loads((control / "run.json").read_text())["bugs"] == []
+    bug_run = Path(verdict.campaign_dir) / "runs" / caught["run_id"]
+    assert json.loads((bug_run / "run.json").read_text())["seed"] == \
+        json.loads((control / "run.json").read_text())["seed"]

@@ -10,12 +10,12 @@ from workloads.base import WorkloadOptions
 from workloads.generator import NS_PER_S, GeneratorSpec, per_worker, plan
 from workloads.queue import QueueWorkload, role_counts
 
-NAMES = sorted(workloads.WORKLOADS)
+NAMES = sorted(workloads.known())
 
 
 def schedule(name: str, seed: int, concurrency: int = 5, rate: float = 50.0, duration: float = 10.0,
              **options):
-    workload = workloads.WORKLOADS[name](WorkloadOptions(concurrency=concurrency, **options))
+    workload = workloads.get(name)(WorkloadOptions(concurrency=concurrency, **options))
     return plan(GeneratorSpec(seed=seed, rate=rate, concurrency=concurrency, duration=duration), workload)
 
 
@@ -64,7 +64,7 @@ def test_a_custom_mix_replaces_the_default():
 
 def test_unknown_operation_in_the_mix_is_refused():
     with pytest.raises(ValueError, match="unknown operation.*fly"):
-        workloads.WORKLOADS["register"](WorkloadOptions(mix={"fly": 1}))
+        workloads.get("register")(WorkloadOptions(mix={"fly": 1}))
 
 
 def test_timing_does_not_depend_on_the_values_drawn():

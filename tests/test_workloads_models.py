@@ -12,7 +12,7 @@ import pytest
 
 from checkers.knossos import analysis
 from checkers.knossos.edn import load_history, without_audit
-from checkers.routes import LINEARIZABILITY_MODELS
+from checkers.routes import linearizability_model
 from workloads.base import WorkloadOptions
 from workloads.history import read_history
 from workloads.log import LogWorkload
@@ -51,12 +51,12 @@ def log_history(broker, tmp_path):
 
 
 def test_log_histories_of_a_correct_store_are_linearizable(tmp_path):
-    result = analysis(LINEARIZABILITY_MODELS["log"], log_history(MemoryBroker(), tmp_path), time_limit=60)
+    result = analysis(linearizability_model("log"), log_history(MemoryBroker(), tmp_path), time_limit=60)
     assert result["valid"] is True
 
 
 def test_a_store_that_loses_acknowledged_appends_is_caught(tmp_path):
-    result = analysis(LINEARIZABILITY_MODELS["log"], log_history(ForgetfulBroker(), tmp_path), time_limit=60)
+    result = analysis(linearizability_model("log"), log_history(ForgetfulBroker(), tmp_path), time_limit=60)
     assert result["valid"] is False
 
 
@@ -67,12 +67,12 @@ def register_history(kv, tmp_path):
 
 
 def test_register_histories_of_a_correct_store_are_linearizable(tmp_path):
-    result = analysis(LINEARIZABILITY_MODELS["register"], register_history(Registers(), tmp_path), time_limit=60)
+    result = analysis(linearizability_model("register"), register_history(Registers(), tmp_path), time_limit=60)
     assert result["valid"] is True
 
 
 def test_stale_register_reads_are_caught(tmp_path):
-    result = analysis(LINEARIZABILITY_MODELS["register"], register_history(Registers(stale=True), tmp_path),
+    result = analysis(linearizability_model("register"), register_history(Registers(stale=True), tmp_path),
                       time_limit=60)
     assert result["valid"] is False
 

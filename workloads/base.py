@@ -10,7 +10,8 @@ Like a Jepsen test map naming a client and a generator, a workload has:
 - `final_phase(run)`: the final phase after the faults are healed (drain,
   final reads), done through `run(worker, f, key, value)` so the same workers
   record it under the same process rules.
-A new workload is one module with one subclass, registered in WORKLOADS.
+A new workload is one module with one subclass and its checker route, registered
+with workloads.registry.register (or the `chaos.workloads` entry-point group).
 """
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, ClassVar, Iterable, Protocol
 
+from sut import systems
 from workloads.generator import PlannedOp
+from workloads.registry import Route
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class Workload(ABC):
     """Base class of the workloads; see the module docstring for the protocol."""
 
     name: ClassVar[str]
+    route: ClassVar[Route]      # which checks its histories get (workloads/registry.py)
     description: ClassVar[str]
     default_mix: ClassVar[dict[str, float]]
     min_concurrency: ClassVar[int] = 1
@@ -115,8 +119,12 @@ class Workload(ABC):
 
     @classmethod
     def unsupported(cls, profile: str) -> str | None:
-        """Why this workload cannot run on `profile`, or None if it can."""
-        return None
+        """Why this workload cannot run on `profile`, or None if it can: by default what the
+        profile's system refuses (sut/systems.py)."""
+        try:
+            return systems.refused_workload(profile, cls.name)
+        except systems.ProfileError:
+            return None  # an unknown profile: the spec says so
 
     @classmethod
     def options_problem(cls, options: WorkloadOptions) -> str | None:

@@ -5,18 +5,19 @@ Producer/Consumer (sut/client.py) and KvClient (sut/kv.py) speak in routes,
 message queues and Outcomes. This module is the only place that translates,
 so a change in the client library touches one file. The classification of
 statuses into ok / fail / indeterminate is the client library's
-(sut/outcome.py); here it only becomes a history type. On real RocketMQ
-(`Endpoints.system == "rocketmq"`) the same interface is
-workloads.rocketmq_client.RocketMQClient; `broker_client` picks one.
+(sut/outcome.py); here it only becomes a history type. Every system has a
+client with this interface (QueueClient; real RocketMQ's is
+workloads.rocketmq_client.RocketMQClient); `broker_client` asks the systems
+table for the one of `Endpoints.system`.
 """
 from __future__ import annotations
 
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from sut import admin
+from sut import admin, systems
 from sut.client import Consumer, MessageQueue, Producer, RouteUnavailable
 from sut.kv import KvClient
 from sut.outcome import Outcome
@@ -27,7 +28,6 @@ ROUTE_WAIT_S = 30.0
 # The exact error text the checkers (checkers/ops.py) read as "the system
 # answered; the expected value did not match".
 CAS_MISMATCH = "cas-mismatch"
-MODEL, ROCKETMQ = "model", "rocketmq"
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Endpoints:
     namesrv: list[str] = field(default_factory=list)
     brokers: list[str] = field(default_factory=list)
     kv: list[str] = field(default_factory=list)
-    system: str = MODEL   # what speaks there: our model, or real Apache RocketMQ
+    system: str = "model"   # what speaks there: a system of sut/systems.py
 
 
 def node_of(addr: str | None, names: dict[str, str]) -> str | None:
@@ -121,13 +121,32 @@ class BrokerClient:
         await self.consumer.close()
 
 
+@runtime_checkable
+class QueueClient(Protocol):
+    """send / pull / commit by queue id on one topic: what the queue and log workloads
+    call (workloads/queue.py, workloads/log.py), on any system (sut/systems.py names
+    each system's factory).
+
+    Made by `factory(endpoints, topic, group, op_timeout, node_names, route_refresh_s)`."""
+
+    async def create_topic(self, queues: int) -> None: ...
+
+    async def send(self, queue: int, body: bytes, msg_id: str) -> Completion: ...
+
+    async def pull(self, queue: int, offset: int, max_count: int) -> Completion: ...
+
+    async def commit(self, queue: int, offset: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 def broker_client(endpoints: Endpoints, topic: str, group: str, op_timeout: float,
-                  node_names: dict[str, str] | None = None, route_refresh_s: float | None = None) -> Any:
-    """The model's BrokerClient, or RocketMQClient when the endpoints are real RocketMQ."""
-    if endpoints.system == ROCKETMQ:
-        from workloads.rocketmq_client import RocketMQClient  # its JVM driver only when needed
-        return RocketMQClient(endpoints, topic, group, op_timeout, node_names, route_refresh_s)
-    return BrokerClient(endpoints, topic, group, op_timeout, node_names, route_refresh_s)
+                  node_names: dict[str, str] | None = None,
+                  route_refresh_s: float | None = None) -> QueueClient:
+    """The queue client of the endpoints' system: BrokerClient on the model, RocketMQClient
+    (its JVM driver imported only then) on real RocketMQ."""
+    factory = systems.queue_client(endpoints.system)
+    return factory(endpoints, topic, group, op_timeout, node_names, route_refresh_s)
 
 
 class OnTopic:

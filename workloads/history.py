@@ -1,4 +1,4 @@
-"""Raw history events (DESIGN.md 4.2) and the Jepsen process rules.
+"""Raw history events (docs/history-format.md) and the Jepsen process rules.
 
 Each worker writes its own JSONL file, one event per line, flushed as it is
 written so that a crash or Ctrl-C keeps everything recorded so far. A worker

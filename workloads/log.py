@@ -30,13 +30,16 @@ from workloads.audit import AUDIT, AuditsQueues
 from workloads.base import Completion, OpRunner, Workload, WorkloadOptions, spread, weighted_choice
 from workloads.clients import OnTopic
 from workloads.generator import PlannedOp
+from workloads.registry import LOG_ANOMALIES, Route, register
 
 LOOKBACK_MEAN = 4.0
 READ_PAST_END = 3
 
 
+@register
 class LogWorkload(AuditsQueues, OnTopic, Workload):
     name = "log"
+    route = Route(frozenset({"append"}), anomalies=LOG_ANOMALIES, model="log")
     description = "append to queues and read recent offsets back; checked with the log model"
     default_mix = {"append": 1.0, "read": 1.0}
 

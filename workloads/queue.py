@@ -31,6 +31,7 @@ from typing import Any
 from workloads.audit import AUDIT, AuditsQueues, pull_items
 from workloads.base import Completion, OpRunner, Workload, WorkloadOptions, run_together
 from workloads.clients import OnTopic
+from workloads.registry import MESSAGE_ANOMALIES, Route, register
 
 PULL_BATCH = 32
 DRAIN_EMPTY_POLLS = 2
@@ -61,8 +62,10 @@ def decode_message(body: bytes) -> dict[str, Any]:
     return {"id": None, "raw": body.decode("utf-8", "replace")}
 
 
+@register
 class QueueWorkload(AuditsQueues, OnTopic, Workload):
     name = "queue"
+    route = Route(frozenset({"send", "poll", "enqueue", "dequeue"}), anomalies=MESSAGE_ANOMALIES)
     description = "producers send unique messages to a topic; consumers poll, commit and finally drain"
     default_mix = {"send": 2.0, "poll": 1.0}
     min_concurrency = 2

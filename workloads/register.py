@@ -16,6 +16,7 @@ from typing import Any
 from sut.profiles import PROFILES, ProcessSpec
 from workloads.base import Completion, OpRunner, Workload, spread, weighted_choice
 from workloads.clients import Endpoints, RegisterClient
+from workloads.registry import Route, register
 
 VALUES = 5
 
@@ -26,7 +27,7 @@ def serves_kv(process: ProcessSpec) -> bool:
 
 
 def kv_profiles() -> list[str]:
-    """The profiles the register workload can run on."""
+    """The profiles the register workload can run on (the model's: the Raft KV is ours)."""
     return sorted(name for name, profile in PROFILES.items() if any(map(serves_kv, profile.processes)))
 
 
@@ -35,17 +36,19 @@ def key_name(key: int) -> str:
     return f"register-{key}"
 
 
+@register
 class RegisterWorkload(Workload):
     name = "register"
+    route = Route(frozenset({"write", "cas"}), model="cas-register")
     description = "read, write and compare-and-set on Raft KV keys; checked with cas-register per key"
     default_mix = {"read": 2.0, "write": 1.0, "cas": 1.0}
 
     @classmethod
     def unsupported(cls, profile: str) -> str | None:
         known = kv_profiles()
-        if PROFILES.get(profile) is not None and PROFILES[profile].system == "rocketmq":
-            return (f"workload register cannot run on {profile}: real RocketMQ has no key-value store "
-                    f"(the model's Raft KV is ours); use queue or log, or a model profile ({', '.join(known)})")
+        refused = super().unsupported(profile)
+        if refused:
+            return f"{refused}; or a profile with a Raft key-value store: {', '.join(known) or 'none available'}"
         if profile not in known:
             return (f"workload register needs a profile with a Raft key-value store "
                     f"({', '.join(known) or 'none available'}), not {profile!r}")

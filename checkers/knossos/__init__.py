@@ -1,5 +1,5 @@
 """knossos-py: a linearizability checker (Wing & Gong / Lowe search) running
-on the JVM through JPype, with a Knossos-compatible result (DESIGN.md 4.5).
+on the JVM through JPype, with a Knossos-compatible result (docs/contracts.md, "checkers").
 
     from checkers.knossos import analysis
     analysis("cas-register", history, time_limit=30, init=0)["valid"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Hashable, Iterable
 
+from ..verdict import UNKNOWN, is_verdict
 from . import jvm
 from .history import HistoryError, Operation, key_of, operations, split_by_key, split_positions
 from .models import MODELS, spec
@@ -187,10 +188,10 @@ def decode(prepared: jvm.Prepared, raw: dict) -> dict:
                               "configs-explored": raw.get("configs-explored"),
                               "engine-seconds": raw.get("nanos", 0) / 1e9,
                               "engine-cpu-seconds": raw.get("cpu-nanos", 0) / 1e9}
-    if raw["valid"] == "unknown":
+    if is_verdict(raw["valid"], UNKNOWN):
         result["cause"] = raw.get("cause")
         result["detail"] = raw.get("detail")
-    if raw["valid"] is False:
+    if is_verdict(raw["valid"], False):
         ops = prepared.ops
         failing = ops[raw["op"]]
         result["op"] = failing.shown_completion()
@@ -217,9 +218,9 @@ def merge(results: list[tuple[Hashable, dict]]) -> dict:
     """One verdict for a split history: the first invalid part, else the first
     unknown one (not counting parts stopped because another was invalid),
     else valid."""
-    for wanted in (False, "unknown"):
+    for wanted in (False, UNKNOWN):
         for label, r in results:
-            if r["valid"] is wanted and r.get("cause") != "stopped":
+            if is_verdict(r["valid"], wanted) and r.get("cause") != "stopped":
                 return {**r, "key": _json_key(label)}
     for label, r in results:
         if r.get("cause") == "stopped":  # not proven either way
@@ -227,6 +228,10 @@ def merge(results: list[tuple[Hashable, dict]]) -> dict:
     if not results:
         return {"valid": True, "analyzer": "wgl", "op": None, "previous-ok": None,
                 "configs": [], "cause": None, "key": None}
+    for label, r in results:
+        if not is_verdict(r["valid"], True):  # neither true, false nor "unknown": proves nothing
+            return {**r, "valid": UNKNOWN, "cause": f"not a verdict: {r['valid']!r}",
+                    "key": _json_key(label)}
     return {**results[0][1], "key": None}
 
 

@@ -1,7 +1,7 @@
 """Turning a history of events into operations: the one place that pairs
 invocations with completions, for both engines.
 
-A history is a list of event dicts (DESIGN.md 4.2, or Jepsen EDN after
+A history is a list of event dicts (docs/history-format.md, or Jepsen EDN after
 `edn.read_history`): `process`, `type` (invoke/ok/fail/info), `f`, `value`,
 optional `key`, `index`, `time`. List order is real-time order, as in Jepsen.
 """

@@ -1,4 +1,4 @@
-"""Campaigns: a YAML matrix of runs on one cluster, gates, resume (DESIGN.md 8b).
+"""Campaigns: a YAML matrix of runs on one cluster, gates, resume (docs/campaigns.md).
 
 model (the file), plan (the runs and their seeds), gates (pass or fail),
 runner (one cluster, one Spark session, signals, resume).

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from checkers.verdict import has_verdict
 from harness.campaign.model import COMBINE, Gates
 from reports.campaign import RunRow, anomaly_text
 from reports.stats import quantile
@@ -68,7 +69,7 @@ def evaluate(gates: Gates, runs: Iterable[RunRow], profiles: Mapping[str, Mappin
     if gates.rto_p99_s is not None:
         results.append(_rto_bound(done, profiles, gates.rto_p99_s))
     if gates.no_unknown:
-        unknown = [r.run_id for r in done if r.status == "complete" and r.valid not in (True, False)]
+        unknown = [r.run_id for r in done if r.status == "complete" and not has_verdict(r.valid)]
         results.append(GateResult("no-unknown", "no run unknown", not unknown,
                                   f"unknown: {', '.join(unknown)}" if unknown else f"{len(done)} runs have a verdict"))
     if gates.no_error:

@@ -18,9 +18,9 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.bounds import run_size_problem
-from harness.spec import check_fault, known_profiles, known_workloads
+from harness.spec import check_fault, known_profiles, known_workloads, release_problem
 from sut import bugs as bug_library
-from sut import profiles
+from sut import profiles, systems
 
 # `a+b` in a fault entry: `a` cycles, `b` overlaps inside every window of `a`.
 COMBINE = "+"
@@ -46,7 +46,31 @@ def _fault_entry(entry: str) -> str:
     return entry
 
 
-ProfileName = Annotated[str, _known("profile", known_profiles)]
+# `rmq-controller-3@5.1.4` in profiles: that profile on that RocketMQ release (a cell of its own).
+AT_RELEASE = "@"
+
+
+def profile_of(entry: str) -> str:
+    """The profile name of a campaign profile entry (`rmq-controller-3@5.1.4` -> rmq-controller-3)."""
+    return entry.split(AT_RELEASE, 1)[0]
+
+
+def release_of(entry: str, campaign_release: str | None = None) -> str | None:
+    """The RocketMQ release of a profile entry: its own `@V`, else the campaign's `rocketmq_version`."""
+    name, sep, version = entry.partition(AT_RELEASE)
+    return version if sep else campaign_release
+
+
+def _profile_entry(entry: str) -> str:
+    name, sep, version = entry.partition(AT_RELEASE)
+    _known("profile", known_profiles).func(name)
+    problem = release_problem(name, version) if sep else None
+    if problem:
+        raise ValueError(problem)
+    return entry
+
+
+ProfileName = Annotated[str, AfterValidator(_profile_entry)]
 BugName = Annotated[str, _known("bug", bug_library.known)]
 WorkloadName = Annotated[str, _known("workload", known_workloads)]
 FaultEntry = Annotated[str, AfterValidator(_fault_entry)]
@@ -98,7 +122,7 @@ class Thresholds(Strict):
 
 
 class Gates(Strict):
-    """Which gates decide the exit code (DESIGN.md 8b); each can be switched off."""
+    """Which gates decide the exit code (docs/campaigns.md, "Gates"); each can be switched off."""
 
     safe_valid: bool = True
     no_lost_on_safe: bool = True
@@ -149,6 +173,8 @@ class Campaign(Strict):
     bugs: tuple[BugName, ...] = Field((), description="library bugs switched on in every run (sut/bugs.py)")
     targets: tuple[str, ...] = ()
     timing: str = "default"
+    rocketmq_version: str | None = Field(None, description="real RocketMQ's release for every rmq-* profile "
+                                         "without an `@V` of its own (default: the pinned one)")
     durations: Durations
     rate: float = Field(20.0, gt=0)
     concurrency: int = Field(6, ge=1, le=512)
@@ -181,12 +207,28 @@ class Campaign(Strict):
         return value
 
     @model_validator(mode="after")
+    def _releases_fit(self) -> "Campaign":
+        """`rocketmq_version` applies to every profile with releases and no `@V` of its own."""
+        if self.rocketmq_version is None:
+            return self
+        takers = [entry for entry in self.profiles
+                  if AT_RELEASE not in entry and systems.default_release(entry) is not None]
+        if not takers:
+            raise ValueError(f"rocketmq_version {self.rocketmq_version}: no profile of the campaign takes it "
+                             f"(only real RocketMQ's rmq-* profiles have releases)")
+        for entry in takers:
+            problem = release_problem(entry, self.rocketmq_version)
+            if problem:
+                raise ValueError(f"rocketmq_version: {problem}")
+        return self
+
+    @model_validator(mode="after")
     def _profiles_fit(self) -> "Campaign":
         nodes = self.inventory.nodes
         if nodes is None:  # an inventory file: its size is checked when a run loads it
             return self
-        for name in self.profiles:
-            needed = profiles.get(name).nodes_needed
+        for name in map(profile_of, self.profiles):
+            needed = systems.profile(name).nodes_needed
             if needed > nodes:
                 raise ValueError(f"inventory.nodes is {nodes} but profile {name} needs {needed} nodes")
         return self
@@ -202,8 +244,9 @@ class Campaign(Strict):
 
 # -- loading, with line numbers -----------------------------------------------------------
 
-def load_campaign(path: Path | str) -> Campaign:
-    """Read and validate a campaign file; CampaignError (one line) on any problem."""
+def load_campaign(path: Path | str, rocketmq_version: str | None = None) -> Campaign:
+    """Read and validate a campaign file; CampaignError (one line) on any problem.
+    rocketmq_version (`--rocketmq-version`) replaces the file's `rocketmq_version`."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -218,6 +261,8 @@ def load_campaign(path: Path | str) -> Campaign:
         raise CampaignError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(data, dict):
         raise CampaignError(f"{path}: a campaign file is a YAML mapping (name:, profiles:, faults: ...)")
+    if rocketmq_version is not None:
+        data = {**data, "rocketmq_version": rocketmq_version}
     try:
         campaign = Campaign.model_validate(data)
     except ValidationError as error:

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import workloads
-from harness.campaign.model import COMBINE, Campaign, CampaignError
+from harness.campaign.model import COMBINE, Campaign, CampaignError, profile_of, release_of
+from harness.plan import fault_schedule
 from harness.spec import RunSpec, SpecError, build_spec, refused_fault
 from harness.store import slug
-from sut import profiles as sut_profiles
+from sut import systems
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def plan(campaign: Campaign, only: str | None = None, store: Path = Path("store"
     runs, skipped = [], []
     for profile in campaign.profiles:
         for workload in campaign.workloads:
-            problem = workloads.WORKLOADS[workload].unsupported(profile)
+            problem = workloads.get(workload).unsupported(profile)
             if problem:
                 skipped.append(f"{profile} x {workload}: {problem}")
                 continue
@@ -97,7 +98,8 @@ def fault_problem(profile: str, fault: str) -> str | None:
     two nodes of master-slave), or None. Such cells are skipped, not run into an error."""
     import faults
     from faults.validate import validate
-    nodes = [f"n{i}" for i in range(1, sut_profiles.get(profile).nodes_needed + 1)]
+    profile = profile_of(profile)
+    nodes = [f"n{i}" for i in range(1, systems.profile(profile).nodes_needed + 1)]
     try:
         validate([part.strip() for part in fault.split(COMBINE)], nodes)
     except faults.FaultError as exc:
@@ -110,13 +112,14 @@ def run_spec(campaign: Campaign, run: PlannedRun, store: Path, inventory: Path |
     main, *overlap = [part.strip() for part in run.fault.split(COMBINE)]
     d = campaign.durations
     values = {
-        "profile": run.profile, "workload": run.workload, "faults": [main], "overlap": overlap,
+        "profile": profile_of(run.profile), "workload": run.workload, "faults": [main], "overlap": overlap,
         "time": d.run, "interval": d.between, "duration": d.fault, "recovery": d.recovery,
         "drain_timeout": d.drain_timeout, "rate": campaign.rate, "concurrency": campaign.concurrency,
         "queues": campaign.queues, "op_timeout": campaign.op_timeout, "seed": run.seed,
         "targets": list(campaign.targets), "timing": campaign.timing, "bugs": list(campaign.bugs), "store": store,
         "inventory": inventory, "spark_master": campaign.spark.master,
         "route_refresh": campaign.client.route_refresh_s if campaign.client.route_refresh == "periodic" else None,
+        "rocketmq_version": release_of(run.profile, campaign.rocketmq_version),
         "rto_threshold_s": campaign.thresholds.rto_s, "min_availability": campaign.thresholds.min_availability,
     }
     return build_spec(values, check_store=False)
@@ -124,7 +127,6 @@ def run_spec(campaign: Campaign, run: PlannedRun, store: Path, inventory: Path |
 
 def fault_count(campaign: Campaign, the_plan: Plan, store: Path = Path("store")) -> int:
     """How many fault windows the campaign injects (what the seed article counted)."""
-    from harness.run import fault_schedule
     total = 0
     for run in the_plan.runs:
         schedule = fault_schedule(run_spec(campaign, run, store, inventory=None))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.campaign.gates import GateResult, evaluate
-from harness.campaign.model import Campaign, CampaignError
+from harness.campaign.model import Campaign, CampaignError, profile_of
 from harness.campaign.plan import Plan, PlannedRun, estimated_seconds, run_spec
 from harness.console import deferred_sigint
 from harness.run import RunLifecycle
@@ -36,7 +36,7 @@ from nuclei import net
 from nuclei.remote import NucleusError
 from records import SCHEMA_VERSION, CampaignJson, RunJson, StoreFormatError, read_model
 from reports.campaign import load_campaign_view, render_campaign, render_trend
-from sut import profiles as sut_profiles
+from sut import systems
 
 FINISHED = ("complete", "error")
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 3, 130
@@ -62,7 +62,7 @@ def profile_facts(names: list[str]) -> dict[str, dict[str, Any]]:
     """What the pages and gates need to know of each profile (sut/profiles.py is the source)."""
     facts = {}
     for name in names:
-        profile = sut_profiles.get(name)
+        profile = systems.profile(profile_of(name))
         facts[name] = {"mode": profile.mode, "expected_safe": profile.expected_safe,
                        "unsafe_under": list(profile.unsafe_under)}
     return facts

@@ -20,6 +20,9 @@ def register(cli: click.Group) -> None:
 
 @click.command()
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--rocketmq-version", metavar="V",
+              help="Real RocketMQ release of every rmq-* profile without an @V of its own; replaces the "
+                   "file's rocketmq_version (docs/rocketmq.md, \"Releases\").")
 @click.option("--resume", is_flag=True, help="Continue the newest unfinished campaign of this file's name.")
 @click.option("--only", metavar="PATTERN",
               help="Run only the runs whose id matches this glob or contains it (e.g. 'dledger-3-*').")
@@ -30,7 +33,7 @@ def register(cli: click.Group) -> None:
 @click.option("--shrink", "shrink_failing", is_flag=True,
               help="Afterwards shrink the first failing run of each failing cell (as `shrink: true`; "
                    "budget `shrink_minutes`); index.html links the reproducers.")
-def campaign(file: Path, resume: bool, only: str | None, dry_run: bool, store: Path, quiet: bool,
+def campaign(file: Path, rocketmq_version: str | None, resume: bool, only: str | None, dry_run: bool, store: Path, quiet: bool,
              shrink_failing: bool) -> None:
     """Run the campaign in FILE: every profile x workload x fault x repeat on one
     cluster, one run at a time, checked with one Spark session; then the gates,
@@ -43,7 +46,7 @@ def campaign(file: Path, resume: bool, only: str | None, dry_run: bool, store: P
     from harness.campaign import CampaignError, load_campaign, plan
     console = Console(stderr=True)
     try:
-        spec = load_campaign(file)
+        spec = load_campaign(file, rocketmq_version)
         the_plan = plan(spec, only=only, store=store)
     except CampaignError as exc:
         raise UserError(str(exc)) from None
@@ -54,10 +57,11 @@ def campaign(file: Path, resume: bool, only: str | None, dry_run: bool, store: P
         check_writable(store)
     except StoreError as exc:
         raise UserError(f"--store: {exc}") from None
+    from harness.campaign.model import profile_of, release_of
     from harness.spec import SpecError, check_release
     try:
-        for profile in spec.profiles:
-            check_release(profile)
+        for entry in spec.profiles:
+            check_release(profile_of(entry), release_of(entry, spec.rocketmq_version))
     except SpecError as exc:
         raise UserError(str(exc)) from None
     from harness.campaign.runner import CampaignRunner

@@ -10,13 +10,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from checkers.verdict import as_verdict
 from harness.cli import UserError
 from records import version_problem_of
 
 VERDICTS = {True: "[green]ok[/]", False: "[red bold]FAIL[/]", "unknown": "[yellow]?[/]"}
-SECTIONS = ("stats", "queue", "order", "linearizable", "rto", "perf")
-HEADERS = {"linearizable": "lin"}
-LEGEND = "ok = valid, FAIL = invalid, ? = unknown, lin = linearizable; details in each run's results.json"
+SECTIONS = ("stats", "queue", "order", "linearizable", "rto", "perf", "invariants")
+HEADERS = {"linearizable": "lin", "invariants": "inv"}
+LEGEND = "ok = valid, FAIL = invalid, ? = unknown, lin = linearizable, inv = invariants; details in each run's results.json"
 MALFORMED_SHOWN = 5
 
 
@@ -38,7 +39,7 @@ def parse_conf(pairs: tuple[str, ...]) -> dict[str, str]:
 def _verdict(section: dict[str, Any] | None) -> str:
     if section is None:
         return "-"
-    return VERDICTS.get(section.get("valid"), str(section.get("valid")))
+    return VERDICTS[as_verdict(section.get("valid"))]
 
 
 def shown(run: Path) -> str:

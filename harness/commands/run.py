@@ -9,6 +9,8 @@ from typing import Any
 import click
 from rich.console import Console
 
+from checkers.verdict import UNKNOWN, as_verdict
+from harness import plan, schedule
 from harness.cli import UserError
 from harness.edn import EdnError, export_run, import_history, load_history
 from harness.signals import stop_signals
@@ -17,7 +19,12 @@ from harness.spec import (RunSpec, SpecError, build_spec, check_can_run_here, ch
                           known_profiles, known_workloads)
 from harness.store import Store, StoreError, check_writable, find_run_dir
 
-VERDICTS = {True: "valid", False: "INVALID", "unknown": "unknown", None: "unknown"}
+VERDICTS = {True: "valid", False: "INVALID", "unknown": "unknown"}
+
+
+def verdict_word(valid: Any) -> str:
+    """How the CLI prints a verdict; anything but true or false is unknown."""
+    return VERDICTS[as_verdict(valid)]
 
 
 def exit_code(status: str, valid: Any) -> int:
@@ -27,7 +34,7 @@ def exit_code(status: str, valid: Any) -> int:
         return cli.EXIT_INTERRUPTED
     if status != "complete":
         return cli.EXIT_ERROR
-    return {True: 0, False: 1}.get(valid, 2)
+    return {True: 0, False: 1, UNKNOWN: 2}[as_verdict(valid)]
 
 
 def register(cli: click.Group) -> None:
@@ -100,6 +107,9 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
                                f"[default: {_default('timing')}].")
 @click.option("--bug", "bugs", multiple=True,
               help="Switch a library bug on in the SUT, repeatable (docs/teeth.md) [default: none].")
+@click.option("--rocketmq-version", metavar="V",
+              help="Real RocketMQ release for rmq-* profiles, fetched from Maven Central on first use "
+                   "(docs/rocketmq.md, \"Releases\") [default: the pinned one].")
 @click.option("--no-check", is_flag=True, help="Skip the checkers (the verdict is then unknown).")
 @click.option("--spark-master", help="Spark master URL for the checkers [default: local[*]].")
 @click.option("--rto-threshold", "rto_threshold_s", type=float,
@@ -133,9 +143,9 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
             check_store_writable(spec)
     except SpecError as exc:
         raise UserError(str(exc)) from None
-    from harness.run import RunLifecycle, plan_summary
+    from harness.run import RunLifecycle  # the lifecycle's imports only when a run starts
     if dry_run:
-        _show_plan(spec, plan_summary(spec))
+        _show_plan(spec, plan.plan_summary(spec))
         return
     console.print(f"chaos run: {spec.summary()}", soft_wrap=True, highlight=False)
     if spec.bugs:
@@ -150,7 +160,7 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     if outcome.error:
         console.print(f"[red]run {outcome.status}:[/] {outcome.error}", highlight=False, soft_wrap=True)
     code = exit_code(outcome.status, outcome.valid)
-    verdict = VERDICTS.get(outcome.valid, str(outcome.valid)) if outcome.status == "complete" else outcome.status
+    verdict = verdict_word(outcome.valid) if outcome.status == "complete" else outcome.status
     findings = run_findings(outcome.run.path)
     if findings:
         click.echo(findings)
@@ -162,14 +172,13 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
 
 def with_schedule(path: Path, values: dict[str, Any]) -> dict[str, Any]:
     """The schedule file's values under the options given on the command line."""
-    from harness import schedule
     for clash in ("faults", "interval", "duration", "targets"):
         if values.get(clash) is not None:
             option = {"faults": "--fault", "duration": "--fault-duration",
                       "targets": "--target"}.get(clash, f"--{clash}")
             raise UserError(f"--schedule {path}: give the fault windows in the file, not {option}")
     try:
-        replay = schedule.spec_values(schedule.load(path))
+        replay = plan.spec_values(schedule.load(path))
     except schedule.ScheduleFileError as exc:
         raise UserError(str(exc)) from None
     return {**replay, **{key: value for key, value in values.items() if value is not None}}
@@ -241,7 +250,7 @@ def import_command(edn_file: Path, store: Path, workload: str | None, check: boo
         from harness.run import check
         results = check([run_dir.path])
         valid = results[0].get("valid", "unknown") if results else "unknown"
-        click.echo(f"verdict: {VERDICTS.get(valid, str(valid))}")
+        click.echo(f"verdict: {verdict_word(valid)}")
         from harness.commands.report import render_after_check
         render_after_check([run_dir.path])
         sys.exit(exit_code("complete", valid))

@@ -33,8 +33,11 @@ def register(cli: click.Group) -> None:
               help="Tries of the minimal schedule in all, for its reproduction rate (within the budget).")
 @click.option("--inventory", type=click.Path(path_type=Path, dir_okay=False),
               help="Nodes to run the candidates on [default: the run's, if they are still there].")
+@click.option("--rocketmq-version", metavar="V",
+              help="Run the candidates on this real RocketMQ release instead of the run's own (rmq-* runs) "
+                   "[default: the run's].")
 def shrink(run_dir: Path, anomaly: str | None, tries: int, share: float, max_runs: int, max_minutes: float,
-           confirm: int, inventory: Path | None) -> None:
+           confirm: int, inventory: Path | None, rocketmq_version: str | None) -> None:
     """Shrink a failing run: fewer fault windows, shorter, fewer clients, lower rate,
     fewer queues or keys, while it still fails with the same anomaly class.
 
@@ -49,6 +52,8 @@ def shrink(run_dir: Path, anomaly: str | None, tries: int, share: float, max_run
     console = Console(stderr=True)
     try:
         original = original_run.load(run_dir, inventory)
+        if rocketmq_version is not None:
+            original = original_run.on_release(original, rocketmq_version)
         choose_target(original, anomaly)
     except original_run.ShrinkRefused as exc:
         raise UserError(str(exc)) from None

@@ -26,29 +26,43 @@ def register(cli: click.Group) -> None:
 @click.option("--bug", "bugs", multiple=True, help="Only this library bug, repeatable [default: every bug].")
 @click.option("--store", "-s", type=click.Path(path_type=Path), default=Path("store"), show_default=True,
               help="Store directory (one campaign per bug goes there).")
+@click.option("--rocketmq-version", metavar="V",
+              help="Real RocketMQ release of every rmq-* profile without an @V of its own; replaces the "
+                   "file's rocketmq_version (docs/rocketmq.md, \"Releases\").")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress display.")
 @click.option("--dry-run", is_flag=True,
               help="Print per bug the runs it would make, or what the campaign lacks; start nothing.")
-def teeth(file: Path, bugs: tuple[str, ...], store: Path, as_json: bool, quiet: bool, dry_run: bool) -> None:
+def teeth(file: Path, bugs: tuple[str, ...], store: Path, rocketmq_version: str | None, as_json: bool, quiet: bool,
+          dry_run: bool) -> None:
     """Run the campaign in FILE once per library bug (sut/bugs.py), each time only on
     the cells that can expose the bug (its expected-safe profiles of the bug's mode,
     its faults of the bug's families), and print per bug: caught (by which run and
     anomaly), missed, or not exercisable by this campaign (and what it needs); then
     the mutation score.
 
+    Every bug's cells also run once with no bug (the control, same seeds); a bug is
+    caught only by a safety anomaly (lost, lost after consume, inconsistent offsets,
+    a non-linearizable read, an order violation, an invariant breach) in a run whose
+    control is valid.
+
     Exit 0 when every exercisable bug was caught, 1 when one was missed (or its runs
-    failed), 3 on bad input, 130 when stopped. With --dry-run: exit 0 when every bug is
-    exercisable by the campaign, 1 when one is not.
+    or its control failed), 3 on bad input or when the campaign can exercise none of
+    the bugs, 130 when stopped. With --dry-run: exit 0 when every bug is exercisable
+    by the campaign, 1 when one is not.
     """
     from harness.campaign import CampaignError, load_campaign
-    from harness.campaign.teeth import check_names, run_teeth
+    from harness.campaign.teeth import check_names, exercisable_by, run_teeth
     console = Console(stderr=True)
     try:
-        spec = load_campaign(file)
+        spec = load_campaign(file, rocketmq_version)
         names = check_names(list(bugs))
         if not dry_run:
             check_writable(store)
+            if not exercisable_by(spec, names):
+                raise CampaignError(f"{file}: campaign {spec.name} can exercise none of the "
+                                    f"{len(names)} bug(s) {', '.join(names)}: nothing to measure "
+                                    "(chaos teeth --dry-run says what each needs)")
     except CampaignError as exc:
         raise UserError(str(exc)) from None
     except StoreError as exc:
@@ -88,15 +102,17 @@ def print_dry_run(spec: Any, names: list[str], store: Path, as_json: bool) -> No
 
 
 def exit_code(verdicts: list) -> int:
+    """0 only when some bug was exercised and every exercised one was caught."""
     from harness.campaign.teeth import CAUGHT, NOT_EXERCISABLE
-    return 0 if all(v.status in (CAUGHT, NOT_EXERCISABLE) for v in verdicts) else EXIT_MISSED
+    exercised = [v for v in verdicts if v.status != NOT_EXERCISABLE]
+    return 0 if exercised and all(v.status == CAUGHT for v in exercised) else EXIT_MISSED
 
 
 def print_table(name: str, verdicts: list, wall_s: float) -> None:
     from harness.campaign.teeth import CAUGHT, NOT_EXERCISABLE, score
     console = Console(width=max(140, Console().width))
     table = Table(title=f"teeth of campaign {name}")
-    for column in ("bug", "families", "verdict", "runs", "caught by (run: anomaly)"):
+    for column in ("bug", "families", "verdict", "runs", "control", "caught by (run: safety anomaly)"):
         table.add_column(column)
     from sut.bugs import get
     for v in verdicts:
@@ -107,10 +123,14 @@ def print_table(name: str, verdicts: list, wall_s: float) -> None:
                 detail += f" (+{len(v.caught_by) - 1} more runs)"
         elif v.status == NOT_EXERCISABLE:
             detail = f"not exercisable by this campaign (needs {v.needs})"
+        elif v.unsafe_without_control:
+            first = v.unsafe_without_control[0]
+            detail = f"{first['run_id']}: {'; '.join(first['anomalies'])}, but its control is not valid"
         else:
             detail = v.error or f"all {v.runs} runs valid"
         verdict = {CAUGHT: "caught", NOT_EXERCISABLE: "–"}.get(v.status, v.status.upper())
-        table.add_row(v.bug, "/".join(get(v.bug).families), verdict, str(v.runs), detail)
+        control = {True: "valid", False: "INVALID", None: "–"}.get(v.control_valid, str(v.control_valid))
+        table.add_row(v.bug, "/".join(get(v.bug).families), verdict, str(v.runs), control, detail)
     console.print(table)
     caught, exercisable = score(verdicts)
     share = f" = {caught / exercisable:.0%}" if exercisable else ""

@@ -8,7 +8,7 @@ inventory file that no longer exists) unless other nodes are given.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,15 @@ def load(path: Path, inventory: Path | None = None) -> OriginalRun:
                             f"(known: {', '.join(known_profiles())})")
     classes = _classes(run)
     return OriginalRun(run, schedule, classes, record.spec, _nodes(run, record, inventory))
+
+
+def on_release(original: OriginalRun, version: str) -> OriginalRun:
+    """The run with its candidates on another RocketMQ release (`--rocketmq-version`), or ShrinkRefused."""
+    from harness.spec import release_problem
+    problem = release_problem(original.schedule.profile, version)
+    if problem:
+        raise ShrinkRefused(f"--rocketmq-version: {problem}")
+    return replace(original, schedule=original.schedule.replace(rocketmq_version=version))
 
 
 def _classes(run: RunDir) -> frozenset[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness import schedule as schedule_file
+from harness.plan import spec_values
 from harness.run import RunLifecycle, check
 from harness.shrink import failure
 from harness.shrink.search import Rejected, TryResult
@@ -29,7 +30,7 @@ class LifecycleTrials:
         self.count = 0
 
     def __call__(self, schedule: schedule_file.Schedule) -> TryResult:
-        values = {**self.base_values, **schedule_file.spec_values(schedule)}
+        values = {**self.base_values, **spec_values(schedule)}
         try:
             spec = build_spec(values)
         except SpecError as exc:

@@ -125,12 +125,35 @@
     document.querySelectorAll("a[data-anomaly].current").forEach(function (a) { a.classList.remove("current"); });
     var link = document.querySelector('a[data-anomaly="' + anchor + '"]');
     if (link) { link.classList.add("current"); }
+    var drawn = highlightAnomaly(div, anchor);
     if (zoom && item.ops.length) {
       var xs = item.ops.map(function (op) { return op.x; });
       var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs), pad = Math.max(0.5, (hi - lo) * 0.2);
-      return Plotly.relayout(div, { "xaxis.range[0]": lo - pad, "xaxis.range[1]": hi + pad });
+      return drawn.then(function () {
+        return Plotly.relayout(div, { "xaxis.range[0]": lo - pad, "xaxis.range[1]": hi + pad });
+      });
     }
-    return Promise.resolve();
+    return drawn;
+  }
+
+  // The selected anomaly's markers ringed in black: one trace (meta.selected), replaced on
+  // every selection, so the marker that was clicked or picked from the list stands out.
+  function highlightAnomaly(div, anchor) {
+    var xs = [], ys = [], yaxis = "y";
+    div.data.forEach(function (trace) {
+      if (!trace.meta || !trace.meta.anomaly) { return; }
+      for (var i = 0; i < trace.x.length; i++) {
+        if (trace.customdata[i][0] === anchor) { xs.push(trace.x[i]); ys.push(trace.y[i]); yaxis = trace.yaxis || "y"; }
+      }
+    });
+    var old = -1;
+    div.data.forEach(function (trace, t) { if (trace.meta && trace.meta.selected) { old = t; } });
+    var removed = old >= 0 ? Plotly.deleteTraces(div, old) : Promise.resolve();
+    return removed.then(function () {
+      return Plotly.addTraces(div, { type: "scatter", mode: "markers", x: xs, y: ys, yaxis: yaxis,
+        name: "selected anomaly", showlegend: false, hoverinfo: "skip", meta: { selected: anchor },
+        marker: { symbol: "circle-open", size: 28, color: "#000", line: { width: 3, color: "#000" } } });
+    });
   }
 
   // The anomaly marker under the mouse (within its radius), whatever op marker plotly
@@ -173,6 +196,38 @@
     if (data[anchor]) { showAnomaly(div, data, anchor, true); }
   }
 
+  // Cluster lanes (legendgroup "cluster"): a span's label is centred on its bar, so a zoom
+  // into part of a long span would leave the label outside the view. On every zoom the bars
+  // are cut to the visible range (their hover keeps the whole span), which keeps each
+  // label in the middle of what is shown.
+  function clusterSpans(figure) {
+    var indices = [], whole = [];
+    figure.data.forEach(function (trace, t) {
+      if (trace.type === "bar" && trace.legendgroup === "cluster" && trace.base) {
+        indices.push(t);
+        whole.push({ base: trace.base.slice(), x: trace.x.slice() });
+      }
+    });
+    return indices.length ? { indices: indices, whole: whole } : null;
+  }
+
+  function clipSpans(div, spans, range) {
+    var bases = [], widths = [];
+    spans.whole.forEach(function (trace) {
+      if (!range) { bases.push(trace.base); widths.push(trace.x); return; }
+      var lo = Number(range[0]), hi = Number(range[1]);
+      var base = [], width = [];
+      trace.base.forEach(function (start, i) {
+        var stop = start + trace.x[i];
+        if (stop <= lo || start >= hi) { base.push(start); width.push(trace.x[i]); return; }
+        var from = Math.max(start, lo), to = Math.min(stop, hi);
+        base.push(from); width.push(Math.max(to - from, 1e-4));
+      });
+      bases.push(base); widths.push(width);
+    });
+    return Plotly.restyle(div, { base: bases, x: widths }, spans.indices);
+  }
+
   function setupTimeline(div, figure) {
     var meta = (figure.layout && figure.layout.meta && figure.layout.meta.timeline) || null;
     if (!meta) { return null; }
@@ -186,6 +241,7 @@
       }
     });
     var boxes = boxSource(figure);
+    var spans = clusterSpans(figure);
     var first = barsForRange(full, null, meta.bars_budget);
     indices.forEach(function (t, k) {
       figure.data[t].x = first[k].x; figure.data[t].y = first[k].y; figure.data[t].error_x.array = first[k].half;
@@ -195,6 +251,7 @@
         if (!("xaxis.range[0]" in change) && !change["xaxis.autorange"]) { return; }
         var range = change["xaxis.autorange"] ? null : [change["xaxis.range[0]"], change["xaxis.range[1]"]];
         if (boxes) { drawBoxes(div, boxes, range, meta.box_limit); }
+        if (spans) { clipSpans(div, spans, range); }
         var picked = barsForRange(full, range, meta.bars_budget);
         Plotly.restyle(div, {
           x: picked.map(function (p) { return p.x; }), y: picked.map(function (p) { return p.y; }),

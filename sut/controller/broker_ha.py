@@ -41,6 +41,7 @@ from sut.controller.identity import BrokerIdentity, IdentityError, IdentityStore
 from sut.controller.metadata import NO_MASTER
 from sut.controller.replication import LinkTiming, MasterSide, SlaveLink, SlaveSide
 from sut.ha.base import HAStrategy, PutResult, Role, status_after_append
+from sut.invariants import InvariantLog
 from sut.message import Message
 from sut.process import StartupError
 from sut.protocol import Command, RequestCode, ResponseCode
@@ -109,6 +110,7 @@ class ControllerHA(HAStrategy):
         super().__init__(broker, settings)
         cfg = broker.config
         self.identity = IdentityStore(broker.data_dir, cfg.cluster, cfg.broker_name)
+        self.invariants = InvariantLog(broker.data_dir, cfg.broker_name, self.log)
         self.learner = settings.async_learner
         self.controller = ControllerClient(settings.controller_addrs,
                                            settings.controller_timeout_ms / 1000,

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from sut.config import split_address
 from sut.controller.epochs import EpochEntry, EpochFile, find_consistent_point
+from sut.invariants import InvariantLog
 from sut.message import CorruptRecord
 from sut.protocol import (
     FLAG_ONEWAY, BadRequest, Command, Connection, ProtocolError, RequestCode, ResponseCode,
@@ -245,7 +246,10 @@ class SlaveHooks(Protocol):
     broker_id: int
     learner: bool
 
+    invariants: InvariantLog
+
     def expected_master_epoch(self) -> int: ...
+    def confirm_offset(self) -> int: ...
     def on_confirm(self, confirm_offset: int) -> None: ...
 
 
@@ -340,6 +344,14 @@ class SlaveSide:
                             master_epochs[0].start_offset if master_epochs else 0)
                 self.log.warning("no common epoch: ours %s, the master's %s; resynchronising "
                                  "from offset %d", self.epochs.entries, master_epochs, point)
+            confirmed = self.hooks.confirm_offset()
+            if point < confirmed:
+                # The logs disagree below what this broker knew as confirmed (acknowledged
+                # to clients, or shown to consumers): RocketMQ truncates all the same.
+                self.hooks.invariants.breach("ha-truncated-below-confirm", consistent_point=point,
+                                             confirm_offset=confirmed, local_end=local_end,
+                                             master_end=master_end, master=self.master_addr,
+                                             master_epoch=get_field(reply, "master_epoch", int, 0))
         point = min(point, local_end)
         if point < local_end:
             self.log.warning("truncating our log from %d to the consistent point %d", local_end,

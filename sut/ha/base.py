@@ -11,7 +11,7 @@ registration the same way in every mode; what differs is behind HAStrategy:
   answer to a registration or heartbeat (the master's addresses) means here;
 - handlers(): extra request codes served on the broker port (e.g. Raft).
 
-The status rules every strategy must keep (ROCKETMQ_HA.md "Send statuses"),
+The status rules every strategy must keep (docs/ha-protocol.md, "Send statuses"),
 because clients classify outcomes from the code alone (sut/outcome.py):
 a definite failure code (NOT_MASTER, SERVICE_NOT_AVAILABLE, SYSTEM_BUSY,
 PENDING_FULL, ...) only when nothing was appended; once anything was

@@ -20,6 +20,10 @@ class RequestCode(enum.IntEnum):
     BROKER_STATUS = 17
     CREATE_TOPIC = 18
     GET_ALL_METADATA = 19   # topics + consumer offsets (RocketMQ GET_ALL_TOPIC_CONFIG/CONSUMER_OFFSET)
+    # consumer groups (RocketMQ HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP)
+    CONSUMER_HEARTBEAT = 20
+    UNREGISTER_CONSUMER = 21
+    GET_CONSUMER_LIST = 22
     # nameserver
     REGISTER_BROKER = 100
     UNREGISTER_BROKER = 101
@@ -66,7 +70,7 @@ class ResponseCode(enum.IntEnum):
     SYSTEM_BUSY = 2
     REQUEST_CODE_NOT_SUPPORTED = 3
     BAD_REQUEST = 4
-    # send statuses (ROCKETMQ_HA.md "Send statuses")
+    # send statuses (docs/ha-protocol.md, "Send statuses")
     FLUSH_DISK_TIMEOUT = 10
     FLUSH_SLAVE_TIMEOUT = 11
     SLAVE_NOT_AVAILABLE = 12

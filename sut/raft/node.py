@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from sut import bugs
+from sut.invariants import InvariantLog
 from sut.protocol import Command, Connection, RequestCode, ResponseCode, RpcClient, RpcError, RpcServer
 from sut.raft.config import RaftConfig, parse_address
 from sut.raft.errors import (AppendTimeout, NotLeader, PendingFull, ProposalDropped, RaftError,
@@ -98,6 +99,7 @@ class RaftNode:
         store = os.path.join(config.data_dir, "raftstore")
         self.raft_log = RaftLog(os.path.join(store, "entries.log"), config.sync_flush, self.log)
         self.meta = TermVote(os.path.join(store, "meta.json"))
+        self.invariants = InvariantLog(config.data_dir, config.node_id, self.log)
         self._apply_fn = apply
         self._rewind_fn = rewind     # drops everything applied, to apply the log again from 1
         self._rewinding = False
@@ -282,7 +284,8 @@ class RaftNode:
         if self.role is Role.FOLLOWER and self.leader_id == leader:
             return
         if self.is_leader:
-            self.log.error("%s leads term %d but %s also claims it", self.node_id, self.term, leader)
+            self.invariants.breach("raft-two-leaders-one-term", term=self.term, leader=self.node_id,
+                                   other=leader)
             self._drop_replicators()
         self.log.info("%s follows %s in term %d", self.node_id, leader, self.term)
         self._enter(Role.FOLLOWER, leader)
@@ -646,8 +649,8 @@ class RaftNode:
         index, index_term = int(cmd.fields["index"]), int(cmd.fields["index_term"])
         if self.raft_log.term_at(index) != index_term:
             return self._inconsistent(cmd, f"no entry of term {index_term} at {index} to truncate after")
-        if index < self.commit_index and not self._cut_committed(index):
-            return self._inconsistent(cmd, "truncation below the commit index")
+        if index < self.commit_index:
+            self._cut_committed(index)
         removed = self.raft_log.truncate_after(index)
         if removed:
             self.log.warning("%s truncated %d divergent entries after index %d", self.node_id,
@@ -655,28 +658,25 @@ class RaftNode:
         self._matched = index
         return self._reply(cmd)
 
-    def _cut_committed(self, index: int) -> bool:
-        """A leader asks to cut committed entries after `index`: whether to obey.
+    def _cut_committed(self, index: int) -> None:
+        """A leader asks to cut committed entries after `index`: obey, as a DLedger follower does.
 
-        With the election restriction and the current-term commit rule a
-        leader holds every committed entry (Leader Completeness, Raft 5.4.3), so
-        such a request means a broken invariant and is refused. Without either
-        (`raft-vote-ignores-log`, `raft-commit-prior-term`) nothing backs that
-        guarantee: the follower obeys, as a Raft or DLedger follower does, drops
-        its commit index to `index` and rebuilds its state machine from the
-        shorter log.
+        With the election restriction and the current-term commit rule a leader
+        holds every committed entry (Leader Completeness, Raft 5.4.3), so such a
+        request means that invariant is broken, by whatever bug: a DLedger
+        follower still truncates what its leader tells it to. So does the model:
+        it records the breach, drops its commit index to `index` and rebuilds
+        its state machine from the shorter log.
         """
-        if not (bugs.on("raft-vote-ignores-log") or bugs.on("raft-commit-prior-term")):
-            self.log.error("refusing to cut committed entries after %d (commit %d)", index,
-                           self.commit_index)
-            return False
-        self.log.error("cutting committed entries after %d (commit %d) on the order of leader %s",
-                       index, self.commit_index, self.leader_id)
+        self.invariants.breach("raft-committed-entries-cut", term=self.term, leader=self.leader_id,
+                               after_index=index, commit_index=self.commit_index,
+                               applied_index=self.applied_index, last_index=self.raft_log.last_index)
+        self.invariants.breach("raft-commit-index-back", term=self.term, leader=self.leader_id,
+                               commit_index=self.commit_index, to_index=index)
         self.commit_index = index
         if self.applied_index > index:
             self._rewinding = True
             self._commit_event.set()
-        return True
 
     def _on_append_entries(self, cmd: Command) -> Command:
         prev_index, prev_term = int(cmd.fields["prev_index"]), int(cmd.fields["prev_term"])
@@ -689,8 +689,8 @@ class RaftNode:
             if existing == term:
                 continue
             if existing is not None:
-                if index <= self.commit_index and not self._cut_committed(index - 1):
-                    return self._inconsistent(cmd, "overwrite below the commit index")
+                if index <= self.commit_index:
+                    self._cut_committed(index - 1)
                 self.raft_log.truncate_after(index - 1)
                 self._matched = min(self._matched, index - 1)
             self.raft_log.append(items[pos:])

@@ -1,4 +1,4 @@
-"""Real Apache RocketMQ 5.x as a system under test (DESIGN.md section 5b).
+"""Real Apache RocketMQ 5.x as a system under test (docs/rocketmq.md).
 
 `profiles` holds the `rmq-*` profiles as pure data and their timing scales,
 `config` renders them into RocketMQ .properties files and JVM command lines,

@@ -37,6 +37,23 @@ JVM_FLAGS = ("-server", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-Omi
              "-Xss512k", "-Djava.net.preferIPv4Stack=true")
 
 
+# Keys the deployer writes that older releases lack (the release that first has each,
+# read with javap in the jars of every served release): RocketMQ ignores a key it lacks
+# (MixAll.properties2Object sets existing setters only), so they are left out rather
+# than written to no effect. docs/rocketmq.md, "Releases".
+KEYS_SINCE: dict[str, tuple[int, ...]] = {
+    "scanInactiveMasterInterval": (5, 1, 1),
+    **{key: (5, 2, 0) for key in ("controllerType", "jRaftGroupId", "jRaftServerId", "jRaftInitConf",
+                                  "jRaftControllerRPCAddr", "jRaftElectionTimeoutMs")},
+}
+
+
+def release_has(key: str, version: str | None) -> bool:
+    """Whether the release (None: the pinned one) has this config key."""
+    since = KEYS_SINCE.get(key)
+    return since is None or version is None or tuple(int(p) for p in version.split(".")) >= since
+
+
 @dataclass(frozen=True)
 class RmqProcess:
     """One RocketMQ process ready to start on its node."""
@@ -67,14 +84,23 @@ class RmqProcess:
     def log(self) -> str:
         return posixpath.join(self.data_dir, "logs", "rocketmqlogs", f"{self.role}.log")
 
+    @property
+    def invariant_logs(self) -> tuple[str, ...]:
+        """The other logs where RocketMQ and DLedger report broken invariants of their own
+        (checkers/invariants.py): the store's loggers and the root logger DLedger writes to."""
+        names = {"broker": ("store.log", "storeerror.log", "broker_default.log"),
+                 "controller": ("dledger.log",)}.get(self.role, ())
+        return tuple(posixpath.join(self.data_dir, "logs", "rocketmqlogs", name) for name in names)
+
 
 def release_dir(workdir: str, release: str) -> str:
     return posixpath.join(workdir.rstrip("/"), "rocketmq", release)
 
 
 def render(profile: Profile, hosts: list[str], workdirs: list[str], release: str, timing: str = "default",
-           java: str = "java") -> list[RmqProcess]:
-    """Every process of the profile, configured for these nodes."""
+           java: str = "java", class_archive: bool = False, version: str | None = None) -> list[RmqProcess]:
+    """Every process of the profile, configured for these nodes; with class_archive, each
+    JVM maps its role's class-data-sharing archive (sut/rocketmq/class_archive.py)."""
     if len(hosts) < profile.nodes_needed or len(workdirs) < profile.nodes_needed:
         raise ProfileError(f"profile {profile.name} needs {profile.nodes_needed} nodes, "
                            f"the inventory has {min(len(hosts), len(workdirs))}")
@@ -100,13 +126,15 @@ def render(profile: Profile, hosts: list[str], workdirs: list[str], release: str
             props |= _broker(spec.config, t, data_dir, host[spec.name], ports[spec.name], peers)
         home = release_dir(workdir, release)
         config_path = posixpath.join(workdir, "conf", f"{spec.name}.properties")
-        argv = (java, f"-Xms{HEAP_MB[spec.role]}m", f"-Xmx{HEAP_MB[spec.role]}m", *JVM_FLAGS,
+        archive = (f"-XX:SharedArchiveFile={posixpath.join(home, 'cds', spec.role + '.jsa')}",) if class_archive else ()
+        argv = (java, f"-Xms{HEAP_MB[spec.role]}m", f"-Xmx{HEAP_MB[spec.role]}m", *JVM_FLAGS, *archive,
                 f"-XX:MaxDirectMemorySize={direct_memory_mb(spec.role, spec.config)}m", *ADD_OPENS,
                 f"-Duser.home={data_dir}", f"-Drocketmq.home.dir={home}",
                 f"-Drmq.logback.configurationFile={home}/conf/rmq.{spec.role}.logback.xml",
                 "-cp", f"{home}/lib/*", MAIN_CLASS[spec.role], "-c", config_path)
         out.append(RmqProcess(spec.name, spec.role, spec.node, host[spec.name], ports[spec.name],
-                              {k: _text(v) for k, v in props.items()}, data_dir, config_path, argv))
+                              {k: _text(v) for k, v in props.items() if release_has(k, version)}, data_dir,
+                              config_path, argv))
     return out
 
 

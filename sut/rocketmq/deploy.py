@@ -1,7 +1,8 @@
 """Deploying real RocketMQ to the nodes of an inventory over SSH (Fabric, via inventory.Pool).
 
-The same interface as sut.deploy.Deployer (install, start, wait_healthy, stop,
-processes, endpoints, leader, collect_logs, start_process), so the run
+The same interface as the model's deployer (sut.systems.Deployer: install, start,
+wait_healthy, stop, processes, endpoints, leader, collect_logs, start_process,
+cluster_state), so the run
 lifecycle, the nemeses and `chaos heal` work unchanged. The release is
 uploaded once per node into a content-addressed directory and skipped when
 present; processes start detached with pidfiles and are found again by them
@@ -17,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from inventory import CommandFailed, Inventory, InventoryError, Node, Pool
-from sut.deploy import DeployError, Placement, ProcessRef
-from sut.rocketmq import admin
+from sut.deploy import DeployError, Placement
+from sut.systems import ProcessRef
+from sut.rocketmq import admin, class_archive
 from sut.rocketmq.config import RmqProcess, properties_text, release_dir, render
-from sut.rocketmq.release import ReleaseError, ensure, local_dir, release_id
+from sut.rocketmq.release import (ReleaseError, check_version, ensure, local_dir, pinned, profile_refusal,
+                                  release_id)
 
 START_ORDER = {"namesrv": 0, "controller": 1, "broker": 2}
 ADMIN_TIMEOUT_S = 5.0
@@ -28,13 +31,25 @@ ADMIN_TIMEOUT_S = 5.0
 
 class RocketMQDeployer(Placement):
     def __init__(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
-                 timing: str = "default", java: str = "java") -> None:
-        home = local_dir()
+                 timing: str = "default", java: str = "java", bugs: tuple[str, ...] = (),
+                 version: str | None = None, class_archives: bool = True) -> None:
+        if bugs:  # RunSpec refuses them first (sut/systems.py: no bug library here)
+            raise DeployError(f"real RocketMQ has no bug library: cannot switch on {', '.join(bugs)}")
+        try:
+            self.version = check_version(version or pinned())
+        except ReleaseError as exc:
+            raise DeployError(str(exc)) from None
+        home = local_dir(self.version)
         self.release = release_id(home) if (home / ".stamp").is_file() else home.name
         rendered = self._place(pool, inventory, profile_name, run_dir,
                                lambda profile, hosts, workdirs: render(profile, hosts, workdirs, self.release,
-                                                                       timing, java))
+                                                                       timing, java, class_archives, self.version))
+        refused = profile_refusal(self.profile, self.version)
+        if refused:
+            raise DeployError(refused)
         self.timing = timing
+        self.class_archives = class_archives
+        self.notes: list[str] = []   # what the run record should say (an archive not made)
         self.rendered = sorted(rendered, key=lambda p: (START_ORDER[p.role], p.name))
         self.refs = [self._ref(p) for p in self.rendered]
 
@@ -46,9 +61,10 @@ class RocketMQDeployer(Placement):
 
     # -- lifecycle -----------------------------------------------------------------------
     def install(self) -> None:
-        """Check each node's JDK and put the release there unless it already is."""
+        """Check each node's JDK and put the release there unless it already is; then
+        each node's class-data-sharing archives (class_archive.py) unless they are there."""
         try:
-            home = ensure()
+            home = ensure(self.version)
         except ReleaseError as exc:
             raise DeployError(str(exc)) from None
         self.release = release_id(home)
@@ -62,6 +78,35 @@ class RocketMQDeployer(Placement):
             self.pool.run(node, ["rm", "-rf", partial])
             self.pool.put_dir(node, home, partial, exclude=("mvn.log",), timeout=600)
             self.pool.run(node, ["mv", "-T", partial, target])
+        if self.class_archives:
+            self.install_class_archives(home)
+
+    def install_class_archives(self, home: Path) -> None:
+        """Every node's archive of every role it runs, made there once per release and JDK.
+        Only time is at stake: a failure is noted and the JVMs start without (-Xshare:auto)."""
+        try:
+            lists = class_archive.class_lists(home)
+        except (class_archive.ArchiveError, OSError) as exc:
+            self.notes.append(f"no class-data-sharing archives: {exc}")
+            return
+
+        def on_node(node: Node) -> str | None:
+            target = release_dir(node.workdir, self.release)
+            roles = sorted({p.role for p in self.rendered if self.nodes[p.node].name == node.name})
+            try:
+                for role in roles:
+                    remote = posixpath.join(target, "cds", f"{role}.classlist")
+                    if self.pool.run(node, ["test", "-f", remote], check=False).exited != 0:
+                        self.pool.put(node, lists / f"{role}.classlist", remote)
+                    self.pool.run(node, class_archive.dump_command(target, role), timeout=class_archive.DUMP_TIMEOUT_S)
+            except InventoryError as exc:
+                return f"node {node.name}: {exc}"
+            return None
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.used_nodes))) as workers:
+            problems = [p for p in workers.map(on_node, self.used_nodes) if p]
+        if problems:
+            self.notes.append("class-data-sharing archives not made (the JVMs start without): " + "; ".join(problems))
 
     def _check_java(self, node: Node) -> None:
         result = self.pool.run(node, "java -version 2>&1", check=False)
@@ -145,7 +190,7 @@ class RocketMQDeployer(Placement):
             return "the controllers have no leader"
         groups: dict[str, dict[str, Any]] = {
             self._group_of(r): {"sync_state_set": None} for r in self.refs if r.role == "broker"}
-        self._add_sync_state(leader, groups)
+        self._add_sync_state(leader, groups, ADMIN_TIMEOUT_S)
         for name, group in sorted(groups.items()):
             members = {r.node for r in self.refs if r.role == "broker" and self._group_of(r) == name}
             missing = sorted(members - set(group["sync_state_set"] or ()))
@@ -225,12 +270,13 @@ class RocketMQDeployer(Placement):
         return next((r.node for r in self.refs if r.role == role and r.address.rsplit(":", 1)[0] == host), None)
 
     def collect_logs(self, dest_dir: str | Path) -> list[Path]:
-        """Copy every process's main log, stdout and config to dest_dir/<node>/<process>/."""
+        """Copy every process's main log, stdout, config and the logs that report broken
+        invariants (RmqProcess.invariant_logs) to dest_dir/<node>/<process>/."""
         copied = []
         for proc, ref in zip(self.rendered, self.refs):
             target = Path(dest_dir) / ref.node / ref.name
             target.mkdir(parents=True, exist_ok=True)
-            for remote in (proc.log, proc.stdout, proc.config_path):
+            for remote in (proc.log, proc.stdout, proc.config_path, *proc.invariant_logs):
                 try:
                     data = self.pool.read_file(ref.node, remote)
                 except CommandFailed:
@@ -240,10 +286,11 @@ class RocketMQDeployer(Placement):
                 copied.append(path)
         return copied
 
-    def cluster_state(self) -> dict[str, Any]:
+    def cluster_state(self, timeout: float = ADMIN_TIMEOUT_S) -> dict[str, Any]:
         """The SUT's view of itself in sut/cluster_state.py's shape, from RocketMQ's admin
         API: the nameserver's routes (brokerId 0 is master), the controllers' metadata
-        and the leader's SyncStateSet. A broker the nameserver does not route is `down`."""
+        and the leader's SyncStateSet. A broker the nameserver does not route is `down`,
+        and so is a controller silent for `timeout` seconds."""
         answered: set[str] = set()
         groups: dict[str, dict[str, Any]] = {}
         brokers = [r for r in self.refs if r.role == "broker"]
@@ -252,7 +299,7 @@ class RocketMQDeployer(Placement):
                                                             "sync_state_set": None, "members": {}})
             group["members"][ref.node] = "down"
         try:
-            for entry in admin.cluster_list(self.namesrv, ADMIN_TIMEOUT_S):
+            for entry in admin.cluster_list(self.namesrv, timeout):
                 node = self._node_of(entry.address, "broker")
                 if node is None or entry.broker_name not in groups:
                     continue
@@ -263,7 +310,7 @@ class RocketMQDeployer(Placement):
             answered.update(r.node for r in self.refs if r.role == "namesrv")
         except admin.AdminError:
             pass
-        controller = self._controller_state(groups, answered)
+        controller = self._controller_state(groups, answered, timeout)
         nodes = {ref.node: {"reachable": ref.node in answered, "down": []} for ref in self.refs}
         for ref in self.refs:
             up = ref.node in answered and (ref.role != "broker" or
@@ -276,14 +323,15 @@ class RocketMQDeployer(Placement):
         proc = next(p for p in self.profile.processes if p.name == ref.name)
         return str(proc.config.get("broker_name", ref.name))
 
-    def _controller_state(self, groups: dict[str, dict[str, Any]], answered: set[str]) -> dict[str, Any] | None:
+    def _controller_state(self, groups: dict[str, dict[str, Any]], answered: set[str],
+                          timeout: float) -> dict[str, Any] | None:
         controllers = [r for r in self.refs if r.role == "controller"]
         if not controllers:
             return None
         members, leader_addr = {}, None
         for ref in controllers:
             try:
-                meta = admin.ask("controller_meta", ADMIN_TIMEOUT_S, namesrv=self.namesrv, controller=ref.address)
+                meta = admin.ask("controller_meta", timeout, namesrv=self.namesrv, controller=ref.address)
             except admin.AdminError:
                 members[ref.node] = "down"
                 continue
@@ -292,12 +340,12 @@ class RocketMQDeployer(Placement):
             leader_addr = leader_addr or meta.get("leader_addr")
         leader = next((n for n, role in members.items() if role == "leader"), None)
         if leader_addr is not None:
-            self._add_sync_state(leader_addr, groups)
+            self._add_sync_state(leader_addr, groups, timeout)
         return {"leader": leader, "term": None, "members": members}
 
-    def _add_sync_state(self, controller: str, groups: dict[str, dict[str, Any]]) -> None:
+    def _add_sync_state(self, controller: str, groups: dict[str, dict[str, Any]], timeout: float) -> None:
         try:
-            state = admin.sync_state(self.namesrv, controller, sorted(groups), ADMIN_TIMEOUT_S)
+            state = admin.sync_state(self.namesrv, controller, sorted(groups), timeout)
         except admin.AdminError:
             return
         for name, info in state.items():

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any, Mapping
 
-from sut.profiles import PROFILES as _model_profiles
 from sut.profiles import ProcessSpec, Profile, ProfileError
 
-SYSTEM = "rocketmq"
+SYSTEM = "rocketmq"   # its name in sut/systems.py
 PREFIX = "rmq-"
 
 # -- timing scales (milliseconds) ------------------------------------------------------
@@ -192,5 +191,3 @@ def _all() -> dict[str, Profile]:
 
 
 PROFILES: dict[str, Profile] = _all()
-# Also when this module is imported before sut.profiles (see sut.profiles._real_rocketmq).
-_model_profiles.update(PROFILES)

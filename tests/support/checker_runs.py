@@ -16,11 +16,21 @@ class RunBuilder:
     """Writes a run directory: history/<worker>.jsonl, nemesis.jsonl, run.json (whose
     `checks` are `spec`)."""
 
-    def __init__(self, store: Path, name: str, spec: dict[str, Any] | None = None) -> None:
+    def __init__(self, store: Path, name: str, spec: dict[str, Any] | None = None,
+                 origin_unix: float | None = None) -> None:
         self.dir = store / "runs" / name
         (self.dir / "history").mkdir(parents=True)
         if spec is not None:
-            (self.dir / "run.json").write_text(json.dumps(RunJson(run_id=name, checks=spec).as_json()))
+            timings = {"history_origin_unix": origin_unix} if origin_unix is not None else {}
+            (self.dir / "run.json").write_text(json.dumps(RunJson(run_id=name, checks=spec,
+                                                                  timings=timings).as_json()))
+
+    def node_file(self, node: str, process: str, name: str, *lines: str) -> Path:
+        """A collected node file, nodes/<node>/<process>/<name>, with these lines."""
+        path = self.dir / "nodes" / node / process / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(line + "\n" for line in lines))
+        return path
 
     def line(self, worker: str, text: str) -> None:
         with open(self.dir / "history" / f"{worker}.jsonl", "a") as out:
@@ -38,6 +48,14 @@ class RunBuilder:
         if end is not None:
             self.event(worker, process=process, type=type, f=f, key=key, value=result,
                        time=int(end * MS), error=error)
+
+    def final_log(self, at: float, queues: dict[Any, list[dict[str, Any]]]) -> None:
+        """The durability audit at `at` ms: per queue what the final log holds, then the
+        empty read that says the queue was read to its end (without it the run is unknown)."""
+        for n, (queue, items) in enumerate(queues.items()):
+            for step, found in enumerate((items, [])):
+                start = at + 20 * (2 * n + step)
+                self.op(9, "audit", start, start + 5, key=queue, value={"offset": 0}, result=found)
 
     def fault(self, name: str, start: float, stop: float | None = None, targets=("n1",)) -> None:
         with open(self.dir / "nemesis.jsonl", "a") as out:
@@ -89,6 +107,7 @@ def queue_duplicates(store: Path, name: str, delivery: str) -> None:
                result={"id": i, "shard": "s0", "payload": "p", "queue": 0, "offset": i - 1})
     poll(run, 2, 100, 110, [item(1, 0, 0), item(2, 0, 1), item(3, 0, 2)])
     poll(run, 2, 200, 210, [item(2, 0, 1)])
+    run.final_log(300, {0: [item(1, 0, 0), item(2, 0, 1), item(3, 0, 2)]})
 
 
 def queue_order(store: Path, name: str, ordered: bool) -> None:
@@ -154,6 +173,7 @@ def dangling(store: Path) -> None:
     run.op(2, "send", 5, None, key="q0", value={"id": "m3"})         # a second invoke follows
     send(run, 2, "m4", 15, 25)
     poll(run, 3, 30, 40, [item("m1"), item("m4")])
+    run.final_log(50, {"q0": [item("m1"), item("m4")]})
 
 
 def malformed(store: Path) -> None:
@@ -167,6 +187,7 @@ def malformed(store: Path) -> None:
     run.line("w1", '{"process":1,"type":"invoke","f":"send","time":-5}')    # 8
     send(run, 1, "m9", 50, 60)                                             # 9-10
     poll(run, 2, 100, 110, [item("m1"), item("m9")])
+    run.final_log(120, {"q0": [item("m1"), item("m9")]})
     with open(run.dir / "nemesis.jsonl", "w") as out:
         out.write('{"process":"nemesis","type":"info","f":"random-kill","value":{"phase":"begin"},"time":5}\n')
 
@@ -183,6 +204,7 @@ def bad_spec(store: Path) -> None:
     run.line("c 2+%é", json.dumps({"process": 2, "type": "invoke", "f": "poll", "time": 20 * MS}))
     run.line("c 2+%é", json.dumps({"process": 2, "type": "ok", "f": "poll", "value": [item("m1")],
                                    "time": 30 * MS}))
+    run.final_log(40, {"q0": [item("m1")]})
 
 
 # -- the durability audit's anomalies and availability over time (Jepsen's Kafka/queue
@@ -195,8 +217,9 @@ def msg(msg_id: str, offset: int, queue: int = 0) -> dict[str, Any]:
 class QueueRun(RunBuilder):
     """A queue run on queue 0: sends that land at offsets, polls, and the audit."""
 
-    def __init__(self, store: Path, name: str, delivery: str = "at-least-once") -> None:
-        super().__init__(store, name, {"workload": "queue", "delivery": delivery})
+    def __init__(self, store: Path, name: str, delivery: str = "at-least-once",
+                 origin_unix: float | None = None) -> None:
+        super().__init__(store, name, {"workload": "queue", "delivery": delivery}, origin_unix)
         self.now = 0.0
 
     def _next(self) -> tuple[float, float]:
@@ -218,14 +241,35 @@ class QueueRun(RunBuilder):
             self.op(3, "audit", start, end, key=0, value={"offset": 0}, result=found)
 
 
-def clean(store: Path, name: str = "clean", delivery: str = "at-least-once") -> QueueRun:
-    run = QueueRun(store, name, delivery)
+def clean(store: Path, name: str = "clean", delivery: str = "at-least-once",
+          origin_unix: float | None = None) -> QueueRun:
+    run = QueueRun(store, name, delivery, origin_unix)
     for i in range(3):
         run.send(f"m{i}", i)
     run.poll(msg("m0", 0), msg("m1", 1))
     run.poll(msg("m2", 2))
     run.audit(msg("m0", 0), msg("m1", 1), msg("m2", 2))
     return run
+
+
+ORIGIN_UNIX = 1_764_000_000.0   # the history's zero in the runs with node logs
+
+
+def invariant_breach(store: Path) -> None:
+    """A clean queue history, but a model follower cut committed entries 1.5 s into it."""
+    run = clean(store, "invariant-breach", origin_unix=ORIGIN_UNIX)
+    event = {"kind": "raft-committed-entries-cut", "node": "b2", "time": ORIGIN_UNIX + 1.5,
+             "details": {"after_index": 1, "commit_index": 3}}
+    run.node_file("n2", "broker-1", "invariants.jsonl", json.dumps(event))
+    run.node_file("n2", "broker-1", "broker.log", "2025-11-24 16:00:01,000 INFO raft: all is well")
+
+
+def rocketmq_bug_lines(store: Path) -> None:
+    """A clean history whose broker's store.log reports a harmless [BUG] line (not safety)."""
+    run = clean(store, "rocketmq-bug-line", origin_unix=ORIGIN_UNIX)
+    run.node_file("n1", "broker-0", "store.log",
+                  "2025-11-25 00:00:02 WARN ReputMessageService - [BUG]The message had property INNER_NUM "
+                  "but is not an inner batch")
 
 
 def lost_after_consume(store: Path) -> None:
@@ -337,7 +381,7 @@ def stalled_master(store: Path) -> None:
 AUDIT_SCENARIOS = [stalled_master, clean, lambda s: clean(s, "clean-exactly-once", "exactly-once"), lost_after_consume,
              inconsistent, poll_skip, lambda s: nonmonotonic(s, "nonmonotonic", "at-least-once"),
              lambda s: nonmonotonic(s, "nonmonotonic-exactly-once", "exactly-once"), unaudited,
-             log_stale_read, log_clean, log_diverged]
+             log_stale_read, log_clean, log_diverged, invariant_breach, rocketmq_bug_lines]
 
 
 

@@ -71,3 +71,18 @@ def example_site(page: str, heading: str, group: str):
     def site(tmp_path_factory) -> Path:
         return install_example(tmp_path_factory.mktemp("plugin"), DOCS / page, heading, group)
     return site
+
+
+def own_registry(registry):
+    """A fixture: a copy of `registry`'s table (the checkers' or the workloads') with the
+    built-ins, so that a test's registrations do not stay."""
+    import pytest
+
+    @pytest.fixture
+    def fixture(monkeypatch):
+        registry.known()
+        monkeypatch.setattr(registry, "_registry", dict(registry._registry))
+        yield
+        monkeypatch.undo()
+        registry.load_plugins(reload=True)
+    return fixture

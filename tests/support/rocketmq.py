@@ -23,6 +23,7 @@ from typing import Iterator
 
 import pytest
 
+from sut.rocketmq.class_archive import free_port_block
 from sut.rocketmq.driver import DRIVER_JAR, release_lib
 from conftest import require
 
@@ -44,28 +45,6 @@ BROKER_STORE = {
     "transientStorePoolEnable": "false",
     "diskMaxUsedSpaceRatio": 95,
 }
-
-
-def free_port_block(width: int) -> int:
-    """A port p with p .. p+width-1 all free on loopback right now."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + width >= 65535:
-            continue
-        if all(_free(base + i) for i in range(width)):
-            return base
-    raise RuntimeError("no free block of loopback ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _port_open(port: int) -> bool:

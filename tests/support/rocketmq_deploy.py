@@ -8,10 +8,11 @@ from sut.rocketmq.release import ReleaseError, ensure
 from conftest import require
 
 
-def rocketmq_cluster(make_cluster: Any) -> tuple[Any, Any]:
-    """(inventory, pool) of a fresh 4-node cluster, once the pinned release is assembled."""
+def rocketmq_cluster(make_cluster: Any, version: str | None = None) -> tuple[Any, Any]:
+    """(inventory, pool) of a fresh 4-node cluster, once the release (default: the pinned
+    one) is assembled."""
     try:
-        ensure()
+        ensure(version)
     except ReleaseError as exc:
         require(False, f"real RocketMQ: {exc}")
     return make_cluster(4)

@@ -38,7 +38,10 @@ import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.sysflag.PullSysFlag;
-import org.apache.rocketmq.remoting.protocol.body.BrokerReplicasInfo;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+import org.apache.rocketmq.remoting.protocol.RemotingSerializable;
+import org.apache.rocketmq.remoting.protocol.RequestCode;
+import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.body.KVTable;
 import org.apache.rocketmq.remoting.protocol.header.PullMessageRequestHeader;
@@ -475,35 +478,47 @@ public final class Driver {
         return result;
     }
 
-    /** The controller's view of each broker group: master, epochs, SyncStateSet. */
+    /** The controller's view of each broker group: master, epochs, SyncStateSet.
+     *  Asked and read as plain JSON rather than through BrokerReplicasInfo: releases before
+     *  persistent broker ids (5.1.0) name a replica's address `address` (later `brokerAddress`)
+     *  and report neither `masterBrokerId` nor `alive`, which the typed decoding drops. */
     private Object syncState(JSONObject r) throws Exception {
         List<String> names = r.getJSONArray("brokers").toJavaList(String.class);
-        BrokerReplicasInfo info = admin(r).getInSyncStateData(r.getString("controller"), names);
+        DefaultMQAdminExt admin = admin(r);
+        GetMetaDataResponseHeader meta = admin.getControllerMetaData(r.getString("controller"));
+        RemotingCommand request = RemotingCommand.createRequestCommand(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, null);
+        request.setBody(RemotingSerializable.encode(names));
+        RemotingCommand response = admin.getDefaultMQAdminExtImpl().getMqClientInstance().getMQClientAPIImpl()
+            .getRemotingClient().invokeSync(meta.getControllerLeaderAddress(), request, r.getIntValue("timeout_ms", 3000));
+        if (response.getCode() != ResponseCode.SUCCESS) {
+            throw new MQBrokerException(response.getCode(), response.getRemark());
+        }
+        JSONObject table = JSON.parseObject(new String(response.getBody(), StandardCharsets.UTF_8))
+            .getJSONObject("replicasInfoTable");
         JSONObject result = new JSONObject();
-        for (Map.Entry<String, BrokerReplicasInfo.ReplicasInfo> e : info.getReplicasInfoTable().entrySet()) {
-            BrokerReplicasInfo.ReplicasInfo ri = e.getValue();
+        for (String name : table == null ? List.<String>of() : new ArrayList<>(table.keySet())) {
+            JSONObject ri = table.getJSONObject(name);
             JSONObject g = new JSONObject();
-            g.put("master_id", ri.getMasterBrokerId());
-            g.put("master_addr", ri.getMasterAddress());
-            g.put("master_epoch", ri.getMasterEpoch());
-            g.put("sync_state_set_epoch", ri.getSyncStateSetEpoch());
-            g.put("in_sync", replicas(ri.getInSyncReplicas()));
-            g.put("not_in_sync", replicas(ri.getNotInSyncReplicas()));
-            result.put(e.getKey(), g);
+            g.put("master_id", ri.get("masterBrokerId"));
+            g.put("master_addr", ri.getString("masterAddress"));
+            g.put("master_epoch", ri.getIntValue("masterEpoch"));
+            g.put("sync_state_set_epoch", ri.getIntValue("syncStateSetEpoch"));
+            g.put("in_sync", replicas(ri.getJSONArray("inSyncReplicas")));
+            g.put("not_in_sync", replicas(ri.getJSONArray("notInSyncReplicas")));
+            result.put(name, g);
         }
         return result;
     }
 
-    private static JSONArray replicas(List<BrokerReplicasInfo.ReplicaIdentity> list) {
+    private static JSONArray replicas(JSONArray list) {
         JSONArray out = new JSONArray();
-        if (list != null) {
-            for (BrokerReplicasInfo.ReplicaIdentity id : list) {
-                JSONObject o = new JSONObject();
-                o.put("id", id.getBrokerId());
-                o.put("addr", id.getBrokerAddress());
-                o.put("alive", id.getAlive());
-                out.add(o);
-            }
+        for (int i = 0; list != null && i < list.size(); i++) {
+            JSONObject id = list.getJSONObject(i);
+            JSONObject o = new JSONObject();
+            o.put("id", id.get("brokerId"));
+            o.put("addr", id.containsKey("brokerAddress") ? id.getString("brokerAddress") : id.getString("address"));
+            o.put("alive", id.get("alive"));   // null before 5.1.1: not reported
+            out.add(o);
         }
         return out;
     }

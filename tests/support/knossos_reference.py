@@ -14,8 +14,8 @@ import json
 import time
 from typing import Any, Callable, Iterable
 
-from .history import UNKNOWN, Operation
-from .models import spec
+from checkers.knossos.history import UNKNOWN, Operation
+from checkers.knossos.models import spec
 
 State = Any
 Step = Callable[[State, Operation, bool], Iterable[State]]

@@ -1,0 +1,351 @@
+"""State-triggered nemeses: faults fired by the cluster's own state, not by a clock.
+
+A triggered fault's window does not start the fault: it *arms* it. From the
+window's start the runner watches the samples of the cluster's state (the same
+samples harness/cluster_state.py writes to cluster.jsonl, delivered through a
+`StateFeed`) and fires the fault at the first sample whose state meets the
+trigger; the fault stays on until the window ends. A trigger that never holds
+before the window ends never fires, and the run records that.
+
+The instant it fired is recorded (nemesis.jsonl and the window's `fired_at` in
+schedule.yaml); a replay of that schedule fires at that offset without watching
+(`fired_at: never` replays as no fault), so a replay hits the same point of the
+run. The targets are read from the state at the instant of firing: the master
+of the first broker group (by name) that meets the trigger, and so on.
+
+The conditions and the target choice are pure functions of two consecutive
+samples (`prev`, `cur`), unit-tested without a cluster.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import nuclei
+from faults.apply import Record, apply_all, undo_all
+from faults.context import Applied, FaultContext, FaultError
+from faults.crash import CrashFault
+from faults.partition import PartitionFault
+from faults.registry import register
+
+State = Mapping[str, Any]
+
+
+# -- reading a state sample (cluster.jsonl's shape, sut/cluster_state.py) ------------------
+
+def groups(state: State | None) -> list[tuple[str, Mapping[str, Any]]]:
+    """The broker groups of a sample, by name; none for a failed sample."""
+    found = (state or {}).get("groups") or {}
+    return sorted((name, group) for name, group in found.items() if isinstance(group, Mapping))
+
+
+def master_of(state: State | None, name: str) -> str | None:
+    group = dict(groups(state)).get(name) or {}
+    return group.get("master")
+
+
+def sync_state_set(state: State | None, name: str) -> frozenset[str] | None:
+    group = dict(groups(state)).get(name) or {}
+    members = group.get("sync_state_set")
+    return frozenset(members) if isinstance(members, list) else None
+
+
+def controller_leader(state: State | None) -> str | None:
+    controller = (state or {}).get("controller")
+    return controller.get("leader") if isinstance(controller, Mapping) else None
+
+
+def live_slaves(state: State | None, name: str) -> list[str]:
+    """The group's members up as slaves (or followers), those in the SyncStateSet first."""
+    group = dict(groups(state)).get(name) or {}
+    master = group.get("master")
+    members = group.get("members") or {}
+    up = sorted(node for node, role in members.items() if node != master and role in ("slave", "follower"))
+    in_set = sync_state_set(state, name) or frozenset()
+    return [node for node in up if node in in_set] + [node for node in up if node not in in_set]
+
+
+# -- the triggers --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Firing:
+    """What a trigger found: the group, its master, and the nodes the fault hits."""
+
+    group: str
+    master: str
+    nodes: tuple[str, ...]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def _master_and_controller_leader(prev: State | None, cur: State, name: str) -> bool:
+    return master_of(cur, name) is not None and controller_leader(cur) is not None
+
+
+def _master_with_slave(prev: State | None, cur: State, name: str) -> bool:
+    return master_of(cur, name) is not None and bool(live_slaves(cur, name))
+
+
+def _sss_grown(prev: State | None, cur: State, name: str) -> bool:
+    """The same master's SyncStateSet has more members than one sample ago."""
+    before, after = sync_state_set(prev, name), sync_state_set(cur, name)
+    master = master_of(cur, name)
+    return (master is not None and master == master_of(prev, name) and before is not None
+            and after is not None and before < after)
+
+
+def _sss_master_alone(prev: State | None, cur: State, name: str) -> bool:
+    master = master_of(cur, name)
+    return master is not None and sync_state_set(cur, name) == frozenset({master})
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A named condition on two consecutive samples, per broker group."""
+
+    name: str
+    description: str
+    condition: Callable[[State | None, State, str], bool]
+
+    def holds(self, prev: State | None, cur: State, name: str) -> bool:
+        return self.condition(prev, cur, name)
+
+    def find(self, prev: State | None, cur: State) -> str | None:
+        """The first group (by name) whose state meets the trigger, else None."""
+        for name, _ in groups(cur):
+            if self.holds(prev, cur, name):
+                return name
+        return None
+
+
+TRIGGERS: dict[str, Trigger] = {t.name: t for t in (
+    Trigger("master-and-controller-leader", "a broker master and a controller leader are both known",
+            _master_and_controller_leader),
+    Trigger("master-with-slave", "a broker master has a slave up", _master_with_slave),
+    Trigger("sss-grown", "the master's SyncStateSet gained a member since the previous sample", _sss_grown),
+    Trigger("sss-master-alone", "the master's SyncStateSet is the master alone", _sss_master_alone),
+)}
+
+
+# -- the feed of samples -------------------------------------------------------------------
+
+class StateFeed:
+    """The cluster-state samples as they are taken, for triggers to wait on.
+
+    The recorder pushes every sample (also the unchanged ones); a waiter sees
+    each pair of consecutive samples once, from the pair current when it arms.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._prev: dict[str, Any] | None = None
+        self._cur: dict[str, Any] | None = None
+        self._count = 0
+
+    def push(self, time_ns: int, state: dict[str, Any]) -> None:
+        with self._cond:
+            self._prev, self._cur = self._cur, state
+            self._count += 1
+            self._cond.notify_all()
+
+    def latest(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        with self._cond:
+            return self._prev, self._cur
+
+    def wait_for(self, trigger: Trigger, deadline: float | None,
+                 stop: threading.Event | None = None) -> tuple[str, dict[str, Any]] | None:
+        """(group, the sample) at the first sample meeting `trigger`, or None when
+        `deadline` (time.monotonic) passes or `stop` is set first."""
+        seen = -1
+        while True:
+            with self._cond:
+                if self._count == seen or self._cur is None:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    self._cond.wait(0.1 if left is None else max(0.0, min(0.1, left)))
+                if self._count != seen and self._cur is not None:
+                    seen = self._count
+                    group = trigger.find(self._prev, self._cur)
+                    if group is not None:
+                        return group, self._cur
+            if (stop is not None and stop.is_set()) or (deadline is not None and time.monotonic() >= deadline):
+                return None
+
+
+# -- the nemeses ---------------------------------------------------------------------------
+
+class TriggeredFault:
+    """A fault armed by its window and fired by `trigger`; `fire` hits the firing's nodes.
+
+    `start(ctx)` (a replay, or a direct use) fires at once on the latest sample,
+    whether or not the trigger holds in it: a replay fires at the recorded instant.
+    """
+
+    trigger_name = ""
+    description = ""
+
+    def __init__(self) -> None:
+        self.trigger = TRIGGERS[self.trigger_name]
+        self._inner: Any = None
+
+    def targets(self, state: State, group: str, ctx: FaultContext) -> Firing | None:
+        """The nodes to hit in `group` (None when the state names no master there)."""
+        master = master_of(state, group)
+        return None if master is None else Firing(group, master, (master,))
+
+    def start(self, ctx: FaultContext) -> Applied:
+        prev, cur = ctx.states.latest() if ctx.states is not None else (None, None)
+        if cur is None:
+            return Applied(targets=[], details={"note": "no cluster state sampled yet"})
+        group = self.trigger.find(prev, cur)
+        held = group is not None
+        for name, _ in ([(group, None)] if held else groups(cur)):
+            firing = self.targets(cur, name, ctx)
+            if firing is not None:
+                applied = self.fire(ctx, firing)
+                applied.details.setdefault("trigger_held", held)
+                return applied
+        return Applied(targets=[], details={"note": "no master in the cluster state"})
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        raise NotImplementedError
+
+    def stop(self, ctx: FaultContext, handle: Applied) -> None:
+        if self._inner is not None:
+            self._inner.stop(ctx, handle)
+        else:
+            undo_all(ctx, handle.actions)
+
+
+def _details(firing: Firing) -> dict[str, Any]:
+    return {"group": firing.group, "master": firing.master, **firing.facts}
+
+
+def kill_roles(ctx: FaultContext, what: str, roles: Mapping[str, set[str]], firing: Firing) -> Applied:
+    """kill -9, at one instant, the processes of the given roles on each node (restarted at stop)."""
+    work = {node: [p for p in ctx.processes(node) if getattr(p, "role", "") in wanted]
+            for node, wanted in roles.items()}
+
+    def job(node: str):
+        def run(record: Record) -> None:
+            for proc in work[node]:
+                try:
+                    for entry in nuclei.kill(ctx.pool, ctx.journal, proc, signal="KILL"):
+                        record(entry, proc)
+                except nuclei.ProcessNotRunning:
+                    pass
+        return run
+
+    actions = apply_all(ctx, what, {node: job(node) for node in work})
+    processes = sorted(f"{a.entry.node}/{a.entry.params.get('name')}" for a in actions)
+    return Applied(targets=list(firing.nodes), actions=actions, details={**_details(firing), "processes": processes})
+
+
+class MasterControllerKill(TriggeredFault):
+    """kill -9 the master broker and the controller leader at one instant."""
+
+    name = "master-controller-kill"
+    trigger_name = "master-and-controller-leader"
+    description = ("when a master and a controller leader are known, kill -9 both at one instant "
+                   "(one node when they share it); restart them at stop")
+
+    def targets(self, state: State, group: str, ctx: FaultContext) -> Firing | None:
+        master, leader = master_of(state, group), controller_leader(state)
+        if master is None or leader is None:
+            return None
+        return Firing(group, master, tuple(dict.fromkeys((master, leader))), {"controller_leader": leader})
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        roles = {firing.master: {"broker"}}
+        roles.setdefault(firing.facts["controller_leader"], set()).add("controller")
+        return kill_roles(ctx, f"{self.name} on {', '.join(firing.nodes)}", roles, firing)
+
+
+class MasterSlaveIsolate(TriggeredFault):
+    """Cut the master and one slave (seeded choice, SyncStateSet members first) off from the rest."""
+
+    name = "master-slave-isolate"
+    trigger_name = "master-with-slave"
+    min_nodes = 2
+    description = ("when a master has a slave up, partition the master and one of its slaves "
+                   "(a SyncStateSet member if any) away from every other node; heal at stop")
+
+    def targets(self, state: State, group: str, ctx: FaultContext) -> Firing | None:
+        master, slaves = master_of(state, group), live_slaves(state, group)
+        if master is None or not slaves:
+            return None
+        in_set = [s for s in slaves if s in (sync_state_set(state, group) or ())]
+        slave = ctx.rng.choice(in_set or slaves)
+        return Firing(group, master, (master, slave), {"slave": slave})
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        self._inner = PartitionFault("fixed", targets=firing.nodes)
+        applied = self._inner.start(ctx)
+        applied.details.update(_details(firing))
+        return applied
+
+
+class SssGrownMasterKill(TriggeredFault):
+    """kill -9 the master's broker right after its SyncStateSet gained a member."""
+
+    name = "sss-grown-master-kill"
+    trigger_name = "sss-grown"
+    description = ("when the master's SyncStateSet has just gained a member, kill -9 the master's "
+                   "broker process; restart it at stop")
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        return kill_roles(ctx, f"{self.name} on {firing.master}", {firing.master: {"broker"}}, firing)
+
+
+class SssAloneMasterCrash(TriggeredFault):
+    """Machine crash of the master's node while its SyncStateSet is the master alone."""
+
+    name = "sss-alone-master-crash"
+    trigger_name = "sss-master-alone"
+    needs_crash_fs = True
+    description = ("when the master's SyncStateSet is the master alone, crash the master's machine "
+                   "(kill -9 everything there, drop unsynced writes); restart at stop")
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        self._inner = CrashFault("fixed", targets=(firing.master,))
+        applied = self._inner.start(ctx)
+        applied.details.update(_details(firing))
+        return applied
+
+
+TRIGGERED = (MasterControllerKill, MasterSlaveIsolate, SssGrownMasterKill, SssAloneMasterCrash)
+for _cls in TRIGGERED:
+    register(_cls, origin="builtin")
+
+
+def trigger_of(nemesis: Any) -> Trigger | None:
+    """The trigger a nemesis waits for (None for a clock-scheduled one)."""
+    trigger = getattr(nemesis, "trigger", None)
+    return trigger if isinstance(trigger, Trigger) else None
+
+
+NEVER = "never"  # schedule.yaml's fired_at for a trigger that never fired
+
+
+def fire_on(ctx: FaultContext, nemesis: TriggeredFault, deadline: float | None,
+            stop: threading.Event) -> tuple[Applied, float] | None:
+    """Wait for the nemesis's trigger until `deadline` (time.monotonic) or `stop`, and
+    fire it on the sample that met it: (what it did, the time.monotonic instant it
+    fired). None when it never fired."""
+    if ctx.states is None:
+        raise FaultError(f"fault {nemesis.name}: no cluster-state samples to trigger on")
+    found = ctx.states.wait_for(nemesis.trigger, deadline, stop)
+    if found is None:
+        return None
+    instant = time.monotonic()
+    group, sample = found
+    firing = nemesis.targets(sample, group, ctx)
+    if firing is None:  # the condition holds but names nobody to hit: fire on the latest state
+        return nemesis.start(ctx), instant
+    applied = nemesis.fire(ctx, firing)
+    applied.details.setdefault("trigger_held", True)
+    return applied, instant
+
+
+__all__ = ["Firing", "NEVER", "StateFeed", "TRIGGERS", "Trigger", "TriggeredFault", "fire_on", "trigger_of"]

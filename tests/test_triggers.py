@@ -1,0 +1,212 @@
+"""State-triggered nemeses without a cluster: the trigger predicates on hand-made samples,
+the feed they wait on, the runner firing (and replaying) an armed window, and the
+schedule file that records the instant."""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import nuclei
+from faults import registry
+from faults.context import Applied, FaultContext
+from faults.runner import ScheduleRunner
+from faults.schedule import FaultSpec, ScheduledEvent
+from faults.triggers import NEVER, TRIGGERS, Firing, StateFeed, TriggeredFault, live_slaves
+from harness import schedule as schedule_file
+from harness.plan import window_events
+
+
+def state(master: str | None = "n1", sss: list[str] | None = None, leader: str | None = "n2",
+          members: dict[str, str] | None = None) -> dict[str, Any]:
+    members = members or {"n1": "master" if master == "n1" else "slave", "n2": "slave", "n3": "slave"}
+    return {"groups": {"broker-a": {"master": master, "epoch": 1, "term": None, "sync_state_set": sss,
+                                    "members": members}},
+            "controller": {"leader": leader, "term": 1, "members": {}},
+            "nodes": {}}
+
+
+def test_master_and_controller_leader_needs_both_known():
+    trigger = TRIGGERS["master-and-controller-leader"]
+    assert trigger.find(None, state()) == "broker-a"
+    assert trigger.find(None, state(leader=None)) is None
+    assert trigger.find(None, state(master=None)) is None
+    assert trigger.find(None, {"error": "TimeoutError: x"}) is None
+
+
+def test_sss_grown_fires_only_when_the_same_master_gains_a_member():
+    trigger = TRIGGERS["sss-grown"]
+    assert trigger.find(state(sss=["n1"]), state(sss=["n1", "n2"])) == "broker-a"
+    assert trigger.find(state(sss=["n1", "n2"]), state(sss=["n1", "n2"])) is None
+    assert trigger.find(state(sss=["n1", "n2"]), state(sss=["n1"])) is None
+    assert trigger.find(None, state(sss=["n1", "n2"])) is None
+    # A new master with a bigger set is a failover, not an expansion.
+    other = state(master="n2", sss=["n2", "n3"], members={"n1": "down", "n2": "master", "n3": "slave"})
+    assert trigger.find(state(sss=["n1"]), other) is None
+
+
+def test_sss_master_alone_fires_when_the_set_is_just_the_master():
+    trigger = TRIGGERS["sss-master-alone"]
+    assert trigger.find(None, state(sss=["n1"])) == "broker-a"
+    assert trigger.find(None, state(sss=["n1", "n3"])) is None
+    assert trigger.find(None, state(sss=None)) is None
+
+
+def test_master_with_slave_prefers_sync_state_set_members():
+    trigger = TRIGGERS["master-with-slave"]
+    members = {"n1": "master", "n2": "slave", "n3": "slave"}
+    assert live_slaves(state(sss=["n1", "n3"], members=members), "broker-a") == ["n3", "n2"]
+    assert trigger.find(None, state(members={"n1": "master", "n2": "down", "n3": "down"})) is None
+    assert trigger.find(None, state(sss=["n1"], members=members)) == "broker-a"
+
+
+def ctx_for(tmp_path, feed: StateFeed | None) -> FaultContext:
+    return FaultContext(pool=None, nodes=[], rng=random.Random(1), journal=nuclei.Journal(tmp_path / "journal"),
+                        states=feed)
+
+
+def test_master_controller_kill_targets_one_node_when_they_share_it(tmp_path):
+    from faults.triggers import MasterControllerKill
+    nemesis, ctx = MasterControllerKill(), ctx_for(tmp_path, None)
+    assert nemesis.targets(state(leader="n2"), "broker-a", ctx).nodes == ("n1", "n2")
+    assert nemesis.targets(state(leader="n1"), "broker-a", ctx).nodes == ("n1",)
+
+
+def test_master_slave_isolate_picks_a_seeded_slave_of_the_set(tmp_path):
+    from faults.triggers import MasterSlaveIsolate
+    nemesis = MasterSlaveIsolate()
+    sample = state(sss=["n1", "n2", "n3"], members={"n1": "master", "n2": "slave", "n3": "slave"})
+    picks = {nemesis.targets(sample, "broker-a", ctx_for(tmp_path, None).with_rng(seed)).nodes for seed in range(20)}
+    assert picks == {("n1", "n2"), ("n1", "n3")}
+    assert nemesis.targets(sample, "broker-a", ctx_for(tmp_path, None).with_rng(7)) == \
+        nemesis.targets(sample, "broker-a", ctx_for(tmp_path, None).with_rng(7))
+
+
+def test_the_feed_returns_the_first_sample_meeting_the_trigger_or_none_at_the_deadline():
+    feed = StateFeed()
+    feed.push(0, state(sss=["n1", "n2"]))
+    trigger = TRIGGERS["sss-master-alone"]
+    assert feed.wait_for(trigger, time.monotonic() + 0.3) is None
+
+    def later() -> None:
+        time.sleep(0.2)
+        feed.push(1, state(sss=["n1"]))
+
+    threading.Thread(target=later).start()
+    found = feed.wait_for(trigger, time.monotonic() + 5)
+    assert found is not None and found[0] == "broker-a" and found[1]["groups"]["broker-a"]["sync_state_set"] == ["n1"]
+
+
+class Recorder(TriggeredFault):
+    """A triggered fault that hits nothing: what it fired on is kept."""
+
+    name = "test-alone-fault"
+    trigger_name = "sss-master-alone"
+    fired: list[Firing] = []
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        Recorder.fired.append(firing)
+        return Applied(targets=list(firing.nodes), details={"group": firing.group})
+
+
+@pytest.fixture
+def recorder_fault(monkeypatch):
+    Recorder.fired = []
+    monkeypatch.setitem(registry._registry, Recorder.name,
+                        registry.Registration(Recorder.name, "test", Recorder, "test", Recorder))
+    return Recorder
+
+
+def window(start: float, stop: float, fired_at: Any = None) -> list[ScheduledEvent]:
+    spec = FaultSpec("test-alone-fault")
+    return [ScheduledEvent(start, spec, "start", 0, 0, 5, None, fired_at),
+            ScheduledEvent(stop, spec, "stop", 0, 0, 5, None, fired_at)]
+
+
+def run(tmp_path, feed: StateFeed, events: list[ScheduledEvent]) -> tuple[ScheduleRunner, list[dict]]:
+    emitted: list[dict] = []
+    ctx = ctx_for(tmp_path, feed)
+    ctx.emit = emitted.append
+    runner = ScheduleRunner(ctx, events)
+    runner.run(threading.Event())
+    return runner, emitted
+
+
+def test_an_armed_window_fires_when_the_state_meets_the_trigger_and_records_the_instant(tmp_path, recorder_fault):
+    feed = StateFeed()
+    feed.push(0, state(sss=["n1", "n2"]))
+    threading.Timer(0.6, lambda: feed.push(1, state(sss=["n1"]))).start()
+    runner, emitted = run(tmp_path, feed, window(0.1, 2.0))
+    [firing] = runner.firings
+    assert firing["trigger"] == "sss-master-alone" and 0.5 <= firing["fired_at"] < 1.5, firing
+    assert [f.nodes for f in recorder_fault.fired] == [("n1",)]
+    start = next(e for e in emitted if e["value"]["phase"] == "start")
+    assert start["value"]["fired_at_s"] == firing["fired_at"] and start["value"]["trigger_held"] is True
+    assert start["value"]["targets"] == ["n1"]
+
+
+def test_a_trigger_that_never_holds_is_recorded_as_never_fired(tmp_path, recorder_fault):
+    feed = StateFeed()
+    feed.push(0, state(sss=["n1", "n2"]))
+    runner, emitted = run(tmp_path, feed, window(0.1, 0.6))
+    assert runner.firings[0]["fired_at"] == NEVER
+    assert recorder_fault.fired == [] and emitted == []
+
+
+def test_a_replay_fires_at_the_recorded_offset_without_watching(tmp_path, recorder_fault):
+    feed = StateFeed()
+    feed.push(0, state(sss=["n1", "n2"]))  # the trigger does not hold: the replay fires anyway
+    began = time.monotonic()
+    runner, emitted = run(tmp_path, feed, window(0.1, 2.0, fired_at=0.8))
+    assert runner.firings[0]["fired_at"] == 0.8
+    start = next(e for e in emitted if e["value"]["phase"] == "start")
+    assert start["value"]["trigger_held"] is False and start["value"]["targets"] == ["n1"]
+    assert time.monotonic() - began >= 0.8
+    never, emitted = run(tmp_path, feed, window(0.1, 0.5, fired_at=NEVER))
+    assert never.firings[0]["fired_at"] == NEVER and emitted == []
+    # A window shrunk to end before the recorded instant fires nothing (and ends on time).
+    began = time.monotonic()
+    cut, emitted = run(tmp_path, feed, window(0.1, 0.4, fired_at=0.8))
+    assert cut.firings[0]["fired_at"] == NEVER and emitted == [] and time.monotonic() - began < 0.75
+
+
+def test_the_machine_crash_trigger_asks_for_the_crash_file_system():
+    from faults.crash import needs_crash_fs
+    assert needs_crash_fs(["sss-alone-master-crash"])
+    assert not needs_crash_fs(["master-controller-kill", "master-slave-isolate", "sss-grown-master-kill"])
+
+
+def test_schedule_yaml_keeps_the_trigger_and_instant_and_replays_them(tmp_path):
+    base = schedule_file.Schedule(
+        profile="controller-3", workload="queue", seed=3,
+        shape=schedule_file.Shape(time=30, recovery=5, rate=10, concurrency=2, queues=2, keys=4),
+        windows=(schedule_file.FaultWindow(fault="master-controller-kill", start=5, length=10, seed=9),
+                 schedule_file.FaultWindow(fault="sss-grown-master-kill", start=18, length=10)))
+    recorded = base.with_firings([
+        {"fault": "master-controller-kill", "start": 5.0, "trigger": "master-and-controller-leader", "fired_at": 5.251},
+        {"fault": "sss-grown-master-kill", "start": 18.0, "trigger": "sss-grown", "fired_at": NEVER}])
+    text = schedule_file.dump(recorded)
+    assert "fired_at: 5.251" in text and "fired_at: never" in text and "trigger: sss-grown" in text
+    again = schedule_file.parse(text)
+    assert again == recorded and [w.fault for w in again.unfired()] == ["sss-grown-master-kill"]
+    starts = [e for e in window_events(again.windows, again.seed) if e.phase == "start"]
+    assert [e.fired_at for e in starts] == [5.251, NEVER]
+    with pytest.raises(schedule_file.ScheduleFileError, match="fired_at"):
+        schedule_file.parse(text.replace("fired_at: never", "fired_at: later"))
+
+
+def test_the_run_page_flags_a_trigger_that_never_fired(tmp_path):
+    from reports.run_report import unfired_triggers
+    base = schedule_file.Schedule(
+        profile="controller-3", workload="queue", seed=3,
+        shape=schedule_file.Shape(time=30, recovery=5, rate=10, concurrency=2, queues=2, keys=4),
+        windows=(schedule_file.FaultWindow(fault="sss-grown-master-kill", start=18, length=10),))
+    schedule_file.save(tmp_path / "schedule.yaml", base)
+    assert unfired_triggers(tmp_path) == []
+    never = [{"fault": "sss-grown-master-kill", "start": 18.0, "trigger": "sss-grown", "fired_at": NEVER}]
+    schedule_file.save(tmp_path / "schedule.yaml", base.with_firings(never))
+    [flag] = unfired_triggers(tmp_path)
+    assert "sss-grown" in flag and "never fired" in flag
