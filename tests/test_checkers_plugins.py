@@ -26,6 +26,7 @@ def queue_run(store: Path, name: str, slow_send_ms: float) -> Path:
     send(run, 1, "m1", 0, 10)
     send(run, 2, "m2", 20, 20 + slow_send_ms)
     poll(run, 3, 20 + slow_send_ms + 10, 20 + slow_send_ms + 20, [item("m1"), item("m2")])
+    run.final_log(20 + slow_send_ms + 40, {"q0": [item("m1"), item("m2")]})
     return run.dir
 
 
