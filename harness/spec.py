@@ -175,6 +175,7 @@ def crash_reaching_a_majority(spec: "RunSpec", nodes: list[str]) -> str | None:
     broker group's nodes (a minor crash on a large cluster, a fixed crash of two broker
     nodes) is refused with the same reason, or None."""
     from faults.crash import needs_crash_fs
+    from faults.registry import lookup
     from faults.schedule import FaultSpec
     from faults.targets import majority_size, most_hit, normalize_roles
     reason = systems.refused_fault(spec.profile, "major-crash")
@@ -188,8 +189,8 @@ def crash_reaching_a_majority(spec: "RunSpec", nodes: list[str]) -> str | None:
     asked += [(window.fault, window.targets or spec.targets) for window in spec.windows or ()]
     for text, roles in asked:
         fault = FaultSpec.parse(text)
-        if not needs_crash_fs([fault.name]):
-            continue
+        if not needs_crash_fs([fault.name]) or not getattr(lookup(fault.name).cls, "crashes_machines", True):
+            continue  # a disk fault uses the crash file system but crashes nothing
         wanted = normalize_roles(list(roles))
         candidates = nodes if wanted is None else list(dict.fromkeys(
             nodes[p.node] for p in profile.processes if p.role in wanted))

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nuclei import lazyfs, net, process, shape
+from nuclei import diskfault, lazyfs, net, process, shape
 from nuclei.journal import Journal, JournalEntry
 from nuclei.remote import NucleusError, in_parallel
 
@@ -57,6 +57,9 @@ def undo(pool: Any, journal: Journal, entry: JournalEntry,
         if state is None:
             return f"{entry.node}: {name} was killed and cannot be restarted here (no start command known)"
         return f"{entry.node}: {name} running again (pid {state.pid})"
+    if entry.action == diskfault.ACTION:
+        counts = diskfault.undo(pool, journal, entry)
+        return f"{entry.node}: cleared the disk faults at {entry.params.get('mountpoint')} (hits {counts or 'none'})"
     if entry.action == "mount":
         lazyfs.unmount(pool, journal, entry)
         return f"{entry.node}: unmounted the crash file system at {entry.params.get('mountpoint')}"

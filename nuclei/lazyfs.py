@@ -20,6 +20,7 @@ from nuclei.journal import Journal, JournalEntry
 from nuclei.remote import NucleusError, sh
 
 NODE_PROGRAM = Path(__file__).with_name("lazyfs_node.py")
+NODE_MODULES = (Path(__file__).with_name("diskfault_node.py"),)  # what the program imports
 MOUNT_TIMEOUT_S = 20.0
 
 # A daemon is alive if /proc shows it and it is not a zombie (the node's init
@@ -67,7 +68,8 @@ def install(pool: Any, node: str, workdir: str) -> None:
     import mfusepy  # the binding the node runs: the harness's own copy
     lib = _lib(workdir)
     pool.run(node, ["mkdir", "-p", lib])
-    pool.put(node, NODE_PROGRAM, posixpath.join(lib, NODE_PROGRAM.name))
+    for path in (NODE_PROGRAM, *NODE_MODULES):
+        pool.put(node, path, posixpath.join(lib, path.name))
     pool.put(node, mfusepy.__file__, posixpath.join(lib, "mfusepy.py"))
 
 
@@ -147,25 +149,26 @@ def data_mountpoint(workdir: str) -> str:
 
 def lose_unsynced(pool: Any, node: str, workdir: str, mountpoint: str) -> dict[str, Any]:
     """Drop every write, create and rename not yet fsynced; returns what was lost."""
-    return _ask(pool, node, workdir, mountpoint, "lose")
+    return ask(pool, node, workdir, mountpoint, "lose")
 
 
 def status(pool: Any, node: str, workdir: str, mountpoint: str, writeback: bool = False) -> dict[str, Any]:
     """Unsynced files and bytes right now, and the losses so far; with `writeback`, dirty
     pages of memory-mapped files (RocketMQ's commitlog) are written to the daemon first,
     so that they count (as unsynced: a writeback is no fsync)."""
-    return _ask(pool, node, workdir, mountpoint, "status", *(["--writeback"] if writeback else []))
+    return ask(pool, node, workdir, mountpoint, "status", *(["--writeback"] if writeback else []))
 
 
-def _ask(pool: Any, node: str, workdir: str, mountpoint: str, command: str, *extra: str) -> dict[str, Any]:
+def ask(pool: Any, node: str, workdir: str, mountpoint: str, command: str, *extra: str) -> dict[str, Any]:
+    """One command to the daemon of `mountpoint` (lazyfs_node.py's commands); its JSON reply."""
     result = sh(pool, node, shlex.join(_program(workdir, command, mountpoint, *extra)), timeout=120)
     try:
         reply = json.loads(result.stdout)
     except ValueError:
         reply = None
     if result.exited != 0 or not isinstance(reply, dict) or not reply.get("ok"):
-        raise NucleusError(f"node {node}: lazyfs {command} at {mountpoint} failed: "
-                           f"{(result.stderr or result.stdout).strip()[:200]}")
+        why = reply.get("error") if isinstance(reply, dict) and reply.get("error") else (result.stderr or result.stdout)
+        raise NucleusError(f"node {node}: lazyfs {command} at {mountpoint} failed: {str(why).strip()[:200]}")
     reply.pop("ok")
     return reply
 

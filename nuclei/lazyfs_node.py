@@ -35,6 +35,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+try:  # on a node the uploaded modules sit side by side; in the harness they are a package
+    from diskfault_node import DiskFaults
+except ImportError:
+    from nuclei.diskfault_node import DiskFaults
+
 FSTYPE = "fuse.lazyfs"
 ROOT_FID = 0
 
@@ -86,6 +91,7 @@ class CrashState:
         self.lock = threading.RLock()
         self.generation = 0
         self.losses: list[dict[str, int]] = []
+        self.disk = DiskFaults()  # injected errors, a full disk, slow operations (nuclei.diskfault)
         os.makedirs(self.live, exist_ok=True)
         self._snapshot_live()
 
@@ -223,6 +229,11 @@ class CrashState:
                 self.sync_dir(os.path.join(rel, name))
 
 
+# Which disk-fault operation each FUSE call is (a full disk refuses creates and growth too).
+_FAULT_OPS = {"read": "read", "write": "write", "truncate": "write", "create": "write", "mkdir": "write",
+              "fsync": "fsync", "fsyncdir": "fsync"}
+
+
 def _operations(state: CrashState) -> Any:
     """The FUSE operations over a CrashState (mfusepy's high-level, path-based API)."""
     import mfusepy
@@ -232,9 +243,13 @@ def _operations(state: CrashState) -> Any:
 
     def guarded(method):
         # One lock for every operation: a `lose` must see the tree standing still.
+        fault_op = _FAULT_OPS.get(method.__name__)
+
         def run(self, *args):
             with state.lock:
                 try:
+                    if fault_op:
+                        state.disk.check(fault_op, args[0])
                     return method(self, *args)
                 except OSError as error:
                     if isinstance(error, mfusepy.FuseOSError):
@@ -383,9 +398,12 @@ def _operations(state: CrashState) -> Any:
         @guarded
         def statfs(self, path):
             st = os.statvfs(state.path(path))
-            return {key: getattr(st, key) for key in (
+            found = {key: getattr(st, key) for key in (
                 "f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree", "f_files",
                 "f_flag", "f_frsize", "f_namemax")}
+            if state.disk.full():  # what a disk check (RocketMQ's, the model's) reads
+                found.update(f_bavail=0, f_bfree=0)
+            return found
 
         def drop_handles(self) -> None:
             """A crash closes every file: handles opened before a `lose` are dead."""
@@ -396,7 +414,8 @@ def _operations(state: CrashState) -> Any:
     return LazyFS()
 
 
-CONTROL_TIMEOUT_S = 30.0  # a client that neither sends nor reads holds the control socket no longer
+CONTROL_TIMEOUT_S = 30.0
+CONTROL_LINE_BYTES = 1 << 16  # a client that neither sends nor reads holds the control socket no longer
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
@@ -434,7 +453,16 @@ def _answer(conn: socket.socket, state: CrashState, operations: Any) -> None:
     if uid != os.geteuid():
         print(f"lazyfs control: refused a client of uid {uid}", file=sys.stderr, flush=True)
         return
-    command = conn.recv(64).decode(errors="replace").strip()
+    line = b""
+    while not line.endswith(b"\n") and len(line) < CONTROL_LINE_BYTES:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        line += chunk
+    command, _, argument = line.decode(errors="replace").strip().partition(" ")
+    if command.startswith("disk-"):  # not under the tree's lock: a slow operation may hold it
+        conn.sendall(json.dumps(_answer_disk(state, command, argument)).encode() + b"\n")
+        return
     with state.lock:
         if command == "lose":
             operations.drop_handles()
@@ -444,6 +472,21 @@ def _answer(conn: socket.socket, state: CrashState, operations: Any) -> None:
         else:
             reply = {"ok": False, "error": f"unknown command {command!r}"}
     conn.sendall(json.dumps(reply).encode() + b"\n")
+
+
+def _answer_disk(state: CrashState, command: str, argument: str) -> dict[str, Any]:
+    """`disk-set <json rules>`, `disk-clear`, `disk-status`."""
+    try:
+        if command == "disk-set":
+            state.disk.set(json.loads(argument))
+            return {"ok": True, **state.disk.status()}
+        if command == "disk-clear":
+            return {"ok": True, "counts": state.disk.clear()}
+        if command == "disk-status":
+            return {"ok": True, **state.disk.status()}
+    except (ValueError, TypeError, AttributeError) as error:
+        return {"ok": False, "error": f"{command}: {error}"}
+    return {"ok": False, "error": f"unknown command {command!r}"}
 
 
 def ask(mountpoint: str, command: str, timeout: float = 60.0) -> dict[str, Any]:
@@ -502,7 +545,9 @@ def serve(state_dir: str, mountpoint: str) -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="lazyfs_node.py", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["serve", "lose", "status", "mounted"])
+    parser.add_argument("command", choices=["serve", "lose", "status", "mounted", "disk-set", "disk-clear",
+                                            "disk-status"])
+    parser.add_argument("--rules", default="[]", help="disk-set: the rules, a JSON list")
     parser.add_argument("--mountpoint", required=True)
     parser.add_argument("--state", help="directory for the live tree and the durable image (serve)")
     parser.add_argument("--writeback", action="store_true",
@@ -519,7 +564,8 @@ def main(argv: list[str]) -> int:
     try:
         if args.writeback and args.command == "status":
             write_back(args.mountpoint)
-        print(json.dumps(ask(args.mountpoint, args.command)))
+        command = f"{args.command} {args.rules}" if args.command == "disk-set" else args.command
+        print(json.dumps(ask(args.mountpoint, command)))
     except OSError as error:
         print(f"lazyfs at {args.mountpoint}: no daemon answers ({error.strerror or error})", file=sys.stderr)
         return 3

@@ -24,6 +24,7 @@ from sut.protocol import (
     RpcError, RpcServer, get_field,
 )
 from sut.store.commitlog import StoreError
+from sut.store.disk_space import DiskSpace
 from sut.store.message_store import MessageStore, StoreConfig
 from sut.store.metadata import ConsumerOffsets, TopicTable
 
@@ -107,6 +108,7 @@ class Broker(Service):
         super().__init__(config.data_dir)
         self.config = config
         self.store = MessageStore(self.data_dir, config.store, self.log)
+        self.disk = DiskSpace(self.data_dir)  # a full disk refuses sends before the append
         self.topics = TopicTable(self.data_dir / "config" / "topics.json", self.log)
         self.offsets = ConsumerOffsets(self.data_dir / "config" / "consumer_offsets.json", self.log)
         self.consumers = ConsumerGroups(config.consumer_expiry_ms)
@@ -226,6 +228,8 @@ class Broker(Service):
                                                        f"no queue {queue_id}"})
         if not self.ha.ready:
             return cmd.reply(RC.SERVICE_NOT_AVAILABLE, {"error": "broker not ready (fenced)"})
+        if self.disk.full():
+            return cmd.reply(RC.DISK_FULL, {"error": f"the store's disk is {self.disk.used_ratio():.0%} full"})
         return None
 
     # -- sending ------------------------------------------------------------------------
@@ -577,7 +581,10 @@ class Broker(Service):
             await asyncio.sleep(self.config.offset_flush_interval_ms / 1000)
             snapshot = self.offsets.snapshot()
             if snapshot is not None:
-                await asyncio.to_thread(self.offsets.write, snapshot)
+                try:
+                    await asyncio.to_thread(self.offsets.write, snapshot)
+                except OSError as exc:  # RocketMQ logs a failed persist and goes on
+                    self.log.error("consumer offsets not persisted: %s", exc)
 
 
 def _born_ts(cmd: Command) -> int:

@@ -39,6 +39,7 @@ SEND_OUTCOMES: dict[int, Outcome] = {
     RC.REQUEST_CODE_NOT_SUPPORTED: Outcome.FAIL,
     RC.BAD_REQUEST: Outcome.FAIL,
     RC.SERVICE_NOT_AVAILABLE: Outcome.FAIL,
+    RC.DISK_FULL: Outcome.FAIL,
     RC.NOT_MASTER: Outcome.FAIL,
     RC.TOPIC_NOT_EXIST: Outcome.FAIL,
     RC.NOT_LEADER: Outcome.FAIL,

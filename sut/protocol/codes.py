@@ -75,6 +75,7 @@ class ResponseCode(enum.IntEnum):
     FLUSH_SLAVE_TIMEOUT = 11
     SLAVE_NOT_AVAILABLE = 12
     SERVICE_NOT_AVAILABLE = 13
+    DISK_FULL = 15  # the store's disk is full: refused before the append (sut/store/disk_space.py)
     NOT_MASTER = 14
     TOPIC_NOT_EXIST = 17
     PULL_NOT_FOUND = 19

@@ -264,12 +264,22 @@ class MessageStore:
             else:
                 await asyncio.sleep(interval)
             self._dirty.clear()
-            await self.flush()
+            await self._flush_logged()
 
     async def _checkpoint_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.checkpoint_interval_ms / 1000)
-            await self.flush(checkpoint=True)
+            await self._flush_logged(checkpoint=True)
+
+    async def _flush_logged(self, checkpoint: bool = False) -> None:
+        """A flush whose disk error is logged and tried again later, as RocketMQ's flush
+        services do (a failed disk must not stop the broker); its waiters keep waiting:
+        what was not synced is not called flushed."""
+        try:
+            await self.flush(checkpoint)
+        except OSError as exc:
+            self.log.error("flush failed (tried again later): %s", exc)
+            await asyncio.sleep(self.config.flush_interval_ms / 1000)
 
     def _read_checkpoint(self) -> int:
         try:
