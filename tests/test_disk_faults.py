@@ -61,6 +61,15 @@ def test_a_bad_option_is_refused_before_anything_starts():
         {"kind": "slow", "ops": ["fsync"], "files": ["all"], "delay_ms": 20}]
 
 
+@pytest.mark.parametrize("ratio, name", [("0.93", "DISK_FULL (SERVICE_NOT_AVAILABLE)"), ("0.12", "SERVICE_NOT_AVAILABLE")])
+def test_real_rocketmq_names_a_send_refused_for_a_full_disk(ratio, name):
+    from sut.rocketmq.driver import DriverError, classify_error, error_text
+    exc = DriverError({"class": "MQBrokerException", "code": 14, "message": (
+        "CODE: 14  DESC: service not available now. It may be caused by one of the following reasons: "
+        f"the broker's disk is full [CL:  {ratio} CQ:  {ratio} INDEX:  {ratio}], messages are put to the slave")})
+    assert classify_error(exc) == "fail" and error_text(exc).startswith(f"{name}: ")
+
+
 # -- on a real mount ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ import concurrent.futures
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -386,10 +387,28 @@ def classify_error(exc: BaseException) -> str:
     return "info"  # timeouts, broken connections, a dead driver, anything unknown
 
 
+# A broker's SERVICE_NOT_AVAILABLE remark always names the disk and shows its commitlog
+# disk's used ratio (`the broker's disk is full [CL:  0.93 CQ: ...]`); the store refuses
+# writes for a full disk from diskSpaceWarningLevelRatio (0.90) on.
+_DISK_USED = re.compile(r"disk is full \[CL:\s*([0-9.]+)")
+DISK_FULL_RATIO = 0.90
+
+
+def disk_full_remark(text: str) -> bool:
+    """Does a SERVICE_NOT_AVAILABLE remark show a commitlog disk used beyond the full ratio?"""
+    found = _DISK_USED.search(text)
+    try:
+        return found is not None and float(found.group(1)) >= DISK_FULL_RATIO
+    except ValueError:
+        return False
+
+
 def error_text(exc: BaseException) -> str:
     """One line for the history's error field: the exception and the broker's code name."""
     if isinstance(exc, DriverError) and exc.code is not None and exc.cls == "MQBrokerException":
         name = REJECTED_BEFORE_APPEND.get(exc.code) or ("SYSTEM_ERROR" if exc.code == 1 else f"CODE_{exc.code}")
+        if exc.code == 14 and disk_full_remark(str(exc)):
+            name = "DISK_FULL (SERVICE_NOT_AVAILABLE)"
         return f"{name}: {exc}"
     return f"{type(exc).__name__}: {exc}"
 
