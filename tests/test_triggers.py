@@ -75,6 +75,24 @@ def test_master_controller_kill_targets_one_node_when_they_share_it(tmp_path):
     assert nemesis.targets(state(leader="n1"), "broker-a", ctx).nodes == ("n1",)
 
 
+def test_group_controller_kill_hits_the_master_its_slaves_and_the_controller_leader(tmp_path):
+    from faults.triggers import GroupControllerKill
+    nemesis, ctx = GroupControllerKill(), ctx_for(tmp_path, None)
+    firing = nemesis.targets(state(sss=["n1", "n2"], leader="n4"), "broker-a", ctx)
+    assert set(firing.nodes) == {"n1", "n2", "n3", "n4"} and firing.facts["controller_leader"] == "n4"
+    assert set(nemesis.targets(state(leader="n2"), "broker-a", ctx).nodes) == {"n1", "n2", "n3"}
+    assert nemesis.targets(state(leader=None), "broker-a", ctx) is None
+
+
+def test_slaves_kill_hits_every_live_slave_of_the_group_and_never_the_master(tmp_path):
+    from faults.triggers import SlavesKill
+    nemesis, ctx = SlavesKill(), ctx_for(tmp_path, None)
+    members = {"n1": "master", "n2": "slave", "n3": "slave"}
+    assert set(nemesis.targets(state(sss=["n1", "n2"], members=members), "broker-a", ctx).nodes) == {"n2", "n3"}
+    assert nemesis.targets(state(members={**members, "n3": "down"}), "broker-a", ctx).nodes == ("n2",)
+    assert nemesis.targets(state(members={**members, "n2": "down", "n3": "down"}), "broker-a", ctx) is None
+
+
 def test_master_slave_isolate_picks_a_seeded_slave_of_the_set(tmp_path):
     from faults.triggers import MasterSlaveIsolate
     nemesis = MasterSlaveIsolate()
