@@ -32,7 +32,7 @@ def test_each_reachable_bug_runs_its_recipe_on_both_releases_with_the_same_seeds
     assert [len(runs) for runs in by_release.values()] == [spec.seeds, spec.seeds]
     assert [r.seed for r in by_release["5.1.4"]] == [r.seed for r in by_release["5.2.0"]]
     assert len({r.seed for r in by_release["5.1.4"]}) == spec.seeds
-    assert {r.fault for r in planned} == {"master-controller-kill"}
+    assert {r.fault for r in planned} == {"+".join(bug.recipe.faults)}
 
 
 def test_a_regressions_file_is_told_from_a_campaign_by_its_kind():
@@ -88,10 +88,10 @@ def test_dry_run_names_both_releases_per_bug_and_what_an_unreachable_one_needs(t
     out = CliRunner().invoke(cli, ["teeth", str(FILE), "--dry-run", "--json", "--store", str(tmp_path / "s")])
     shown = {b["bug"]: b for b in json.loads(out.output)["bugs"]}
     assert out.exit_code == 1   # two catalogued bugs are not reachable here
-    assert shown[BUG_7689]["runs"] == ["rmq-controller-3-5.1.4-queue-master-controller-kill-r1",
-                                       "rmq-controller-3-5.1.4-queue-master-controller-kill-r2",
-                                       "rmq-controller-3-5.1.4-queue-master-controller-kill-r3",
-                                       "rmq-controller-3-5.2.0-queue-master-controller-kill-r1",
-                                       "rmq-controller-3-5.2.0-queue-master-controller-kill-r2",
-                                       "rmq-controller-3-5.2.0-queue-master-controller-kill-r3"]
+    assert shown[BUG_7689]["runs"] == ["rmq-controller-3-5.1.4-queue-group-controller-kill-r1",
+                                       "rmq-controller-3-5.1.4-queue-group-controller-kill-r2",
+                                       "rmq-controller-3-5.1.4-queue-group-controller-kill-r3",
+                                       "rmq-controller-3-5.2.0-queue-group-controller-kill-r1",
+                                       "rmq-controller-3-5.2.0-queue-group-controller-kill-r2",
+                                       "rmq-controller-3-5.2.0-queue-group-controller-kill-r3"]
     assert "controllers on nodes of their own" in shown["confirm-offset-moves-on-an-unrecognised-master"]["needs"]

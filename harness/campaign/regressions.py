@@ -26,7 +26,7 @@ from checkers.verdict import UNKNOWN
 from harness.campaign.historic import HistoricBug, RegistryError, load as load_registry
 from harness.campaign.model import COMBINE, AT_RELEASE, Campaign, CampaignError, Client, InventoryChoice, Strict
 from harness.campaign.plan import plan
-from harness.campaign.teeth import CAUGHT, CONTROL_INVALID, ERROR, MISSED, NOT_EXERCISABLE, RunResult, campaign_results
+from harness.campaign.teeth import CAUGHT, CONTROL_INVALID, ERROR, MISSED, NOT_EXERCISABLE, RunResult, execute_campaign
 
 KIND = "rocketmq-regressions"
 
@@ -183,7 +183,6 @@ def run_regressions(regressions: Regressions, source: Path, store: Path, console
                     show_progress: bool = True) -> list[RegressionVerdict]:
     """Each selected bug's two-cell campaign, one after the other; a stop signal ends all
     of it (KeyboardInterrupt)."""
-    from harness.campaign.runner import CampaignRunner
     verdicts = []
     for bug in regressions.selected():
         if not bug.reachable:
@@ -195,20 +194,16 @@ def run_regressions(regressions: Regressions, source: Path, store: Path, console
         console.print(f"chaos teeth: #{bug.issue} {bug.id}: {bug.recipe.profile} on {bug.buggy_version} "
                       f"and {bug.fixed_version} x {spec.faults[0]}, {regressions.seeds} seed(s)",
                       highlight=False, soft_wrap=True)
-        planned = plan(spec, store=store)
-        outcome = CampaignRunner(spec, planned, source, store, console, show_progress=show_progress).execute()
-        if outcome.status == "interrupted":
-            raise KeyboardInterrupt(outcome.error or "stopped")
-        results = campaign_results(outcome.path, [run.run_id for run in planned.runs])
-        cell = {version: [run for run in planned.runs if run.profile.endswith(f"{AT_RELEASE}{version}")]
+        path, results, error = execute_campaign(spec, source, store, console, show_progress)
+        cell = {version: [run for run in plan(spec, store=store).runs if run.profile.endswith(f"{AT_RELEASE}{version}")]
                 for version in (bug.buggy_version, bug.fixed_version)}
         seeds = [run.seed for run in cell[bug.buggy_version]]
         verdict = verdict_of(bug, seeds, [results[run.run_id] for run in cell[bug.buggy_version]],
                              [results[run.run_id] for run in cell[bug.fixed_version]])
-        verdict.campaign_dir = str(outcome.path)
-        if outcome.status == "error" and verdict.status != CAUGHT:
+        verdict.campaign_dir = str(path)
+        if error and verdict.status != CAUGHT:
             verdict.status = ERROR
-            verdict.error = "; ".join(e for e in (outcome.error, verdict.error) if e)
+            verdict.error = "; ".join(e for e in (error, verdict.error) if e)
         verdict.wall_s = time.monotonic() - began
         verdicts.append(verdict)
     return verdicts
