@@ -228,3 +228,14 @@ def test_the_run_page_flags_a_trigger_that_never_fired(tmp_path):
     schedule_file.save(tmp_path / "schedule.yaml", base.with_firings(never))
     [flag] = unfired_triggers(tmp_path)
     assert "sss-grown" in flag and "never fired" in flag
+
+
+def test_the_broker_identity_recipe_kills_the_slaves_and_arms_the_master_crash_on_rmq_controller_3(tmp_path):
+    from pathlib import Path
+    from harness import plan as plan_of_run
+    from harness.spec import build_spec
+    text = (Path(__file__).resolve().parents[1] / "sut" / "rocketmq" / "recipes" / "broker-identity.yaml").read_text()
+    values = plan_of_run.spec_values(schedule_file.parse(text))
+    spec = build_spec({**values, "store": tmp_path})   # a triggered crash hits one node: not refused as a majority crash
+    assert spec.profile == "rmq-controller-3"
+    assert [(w.fault, w.start) for w in spec.windows] == [("slaves-kill", 20.0), ("sss-alone-master-crash", 20.0)]
