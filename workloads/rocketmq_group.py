@@ -23,6 +23,11 @@ from workloads.rocketmq_client import DEFAULT_ROUTE_REFRESH_S, _finish_or_undo
 UNANSWERED = ("RemotingTimeoutException", "RemotingSendRequestException")
 
 
+def _status(exc: BaseException) -> str:
+    """The status a failed request reports: RocketMQ's exception class, or the driver's."""
+    return exc.cls if isinstance(exc, DriverError) and exc.cls else type(exc).__name__
+
+
 def _read_outcome(exc: BaseException) -> Outcome:
     """A read that failed: fail if the system answered, indeterminate if nobody did."""
     if isinstance(exc, DriverError) and exc.cls not in UNANSWERED:
@@ -89,7 +94,7 @@ class RocketMQGroupMember:
         try:
             offset = await self._call("group_committed", queue=mq.queue_id)
         except (DriverError, DriverDied) as exc:
-            return OffsetResult(_read_outcome(exc), type(exc).__name__, error=error_text(exc))
+            return OffsetResult(_read_outcome(exc), _status(exc), error=error_text(exc))
         return OffsetResult(Outcome.OK, "SUCCESS", None if offset < 0 else int(offset))
 
     async def pull(self, mq: MessageQueue, offset: int, max_count: int = 32) -> PullResult:
@@ -98,7 +103,7 @@ class RocketMQGroupMember:
                                    timeout_ms=self.timeout_ms)
         except (DriverError, DriverDied) as exc:
             addr = exc.error.get("broker") if isinstance(exc, DriverError) else None
-            return PullResult(_read_outcome(exc), type(exc).__name__, broker_addr=addr, error=error_text(exc))
+            return PullResult(_read_outcome(exc), _status(exc), broker_addr=addr, error=error_text(exc))
         messages = [ReceivedMessage(m["msg_id"], self.topic, mq.queue_id, int(m["offset"]),
                                     base64.b64decode(m["body"]), 0, 0, "", got["broker_addr"] or "")
                     for m in got["messages"]]
@@ -111,7 +116,7 @@ class RocketMQGroupMember:
             await self._call("group_commit", queue=mq.queue_id, offset=offset)
         except (DriverError, DriverDied) as exc:
             outcome = Outcome.FAIL if classify_error(exc) == "fail" else Outcome.INDETERMINATE
-            return OffsetResult(outcome, type(exc).__name__, error=error_text(exc))
+            return OffsetResult(outcome, _status(exc), error=error_text(exc))
         return OffsetResult(Outcome.OK, "SUCCESS", offset)
 
     async def unregister(self, topic: str) -> int:
