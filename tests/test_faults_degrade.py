@@ -3,7 +3,8 @@
 The effects are measured from inside the nodes: the round trip a TCP connect
 takes, and numbered UDP datagrams counted and ordered at the receiver. After
 every stop nothing of ours may be left on any node: no mangle rule or chain,
-no c4a1 qdisc, no degrader program.
+no c4a1 qdisc, no degrader program. The last test is one short controller-3
+run under random-delay on the same cluster: valid, with the added delay recorded.
 """
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ import shlex
 import threading
 
 import pytest
+from rich.console import Console
 
 import nuclei
 from faults.registry import create
+from harness.run import RunLifecycle
+from harness.spec import build_spec
 from nuclei import degrade
 from support.faults import make_context
+from workloads.history import read_events
 
 pytestmark = pytest.mark.cluster
 
@@ -160,3 +165,25 @@ def test_a_degrader_that_died_lets_packets_through_instead_of_cutting_the_link(c
         report = nuclei.heal(pool, ctx.journal)
     assert report.ok, report.errors
     assert degrade.leftovers(pool, "n1", inventory.nodes[0].workdir) == []
+
+
+@pytest.mark.long
+@pytest.mark.root
+@pytest.mark.spark
+def test_a_controller_3_queue_run_under_random_delay_is_valid_and_records_the_added_delay(cluster, tmp_path) -> None:
+    inventory, pool = cluster
+    spec = build_spec({"profile": "controller-3", "workload": "queue", "faults": ["random-delay:ms=50"],
+                       "time": 16, "interval": 5, "recovery": 4, "rate": 20, "concurrency": 4, "seed": 44,
+                       "inventory": inventory.source, "store": tmp_path / "store"})
+    outcome = RunLifecycle(spec, Console(stderr=True, force_terminal=False), show_progress=False).execute()
+    assert outcome.status == "complete", outcome.error
+    results = json.loads((outcome.run.path / "results.json").read_text())
+    assert outcome.valid is True, {k: v.get("valid") for k, v in results["checkers"].items()}
+    starts = [event["value"] for event in read_events(outcome.run.path / "nemesis.jsonl")
+              if event["f"] == "random-delay" and event["value"]["phase"] == "start"]
+    assert starts and all(start["mechanism"] in ("nfqueue", "netem") for start in starts)
+    # Each degraded link is delayed at both ends: a round trip gains about 2 x 50 ms.
+    assert all(75 <= start["measured"]["added_rtt_ms"] <= 500 for start in starts), starts
+    assert nuclei.Journal(outcome.run.path / "journal.jsonl").pending() == []
+    for node in inventory.nodes:
+        assert degrade.leftovers(pool, node.name, node.workdir) == [], node.name
