@@ -20,12 +20,11 @@ import shlex
 import statistics
 from typing import Any
 
-from faults import grudge as shapes
-from faults import targets as selection
 from faults.apply import Record, apply_all, undo_all
 from faults.bandwidth import BandwidthFault
 from faults.context import Applied, FaultContext
 from faults.options import Milliseconds, NodeNames, Probability
+from faults.partition import PartitionFault
 from faults.registry import register
 from nuclei import degrade as nucleus
 from nuclei.remote import sh
@@ -66,19 +65,12 @@ class LinkDegradation:
         """The targets and, per node (both ends of every degraded link), the peers it degrades."""
         if self.selector == "random":
             return BandwidthFault.plan(self, ctx)  # type: ignore[arg-type]  # same draws as random-loss
-        nodes = ctx.candidates()
-        if self.selector == "fixed":
-            selection.check_fixed(self.fixed, ctx.names)
-            rest = [n for n in nodes if n not in self.fixed]
-            if not rest:
-                raise selection.TargetError(f"{self.name}: targets {', '.join(self.fixed)} are every node; "
-                                            f"no link is left to degrade")
-            chosen, grudge = list(self.fixed), shapes.split(list(self.fixed) + rest, self.fixed)
-        else:
-            leader = ctx.find_leader()
-            if leader is None:
-                return [], {}
-            chosen, grudge = [leader], shapes.isolate(leader, list(dict.fromkeys([*nodes, leader])))
+        # The sides of fixed-partition and leader-partition, with slow links instead of cut ones.
+        sides = PartitionFault(self.selector, tuple(self.fixed))
+        sides.name = self.name  # its errors name this fault
+        chosen, grudge = sides.plan(ctx)
+        if not grudge:
+            return [], {}
         return chosen, {node: sorted(grudge[node]) for node in ctx.names if grudge.get(node)}
 
     def start(self, ctx: FaultContext) -> Applied:
