@@ -17,7 +17,7 @@ from typing import Any
 from sut.client import MessageQueue, OffsetResult, PullResult, ReceivedMessage
 from sut.outcome import Outcome
 from sut.rocketmq.driver import Driver, DriverDied, DriverError, SharedDriver, classify_error, error_text, shared_driver
-from workloads.rocketmq_client import DEFAULT_ROUTE_REFRESH_S, _finish_or_undo
+from workloads.rocketmq_client import DEFAULT_ROUTE_REFRESH_S, _finish_or_undo, close_in_driver
 
 # A request that got no answer may have had its effect.
 UNANSWERED = ("RemotingTimeoutException", "RemotingSendRequestException")
@@ -126,12 +126,4 @@ class RocketMQGroupMember:
     async def close(self) -> None:
         driver, member = self._driver, self._member
         self._driver, self._member = None, None
-        if driver is None:
-            return
-        try:
-            if driver.alive:
-                await asyncio.wait_for(driver.acall("group_close", member=member), 10)
-        except (DriverError, DriverDied, asyncio.TimeoutError):
-            pass
-        finally:
-            self.shared.release()
+        await close_in_driver(self.shared, driver, "group_close", 10, member=member)
