@@ -70,3 +70,30 @@ def test_gc_replaces_a_dangling_gc_marker_link_instead_of_writing_through_it(tmp
     assert list(outside.iterdir()) == []
     assert (old / "gc.txt").is_file() and not (old / "gc.txt").is_symlink()
     assert "pruned 20240101T000000Z-aaaa-nightly: already" in gc(store).output
+
+
+def test_a_second_shrink_keeps_the_first_result_numbered_also_when_stopped_before_its_first_trial(tmp_path):
+    from rich.console import Console
+
+    from harness import schedule as schedule_file
+    from harness.shrink import original as original_run
+    from harness.shrink.search import Settings, TryResult
+    from harness.shrink.session import shrink
+    from support.shrink import loses_messages
+    from test_shrink_session import stored_run
+
+    run = stored_run(tmp_path)
+    first = shrink(original_run.load(run), Settings(tries=1), Console(stderr=True),
+                   trial=lambda s: TryResult(loses_messages(s), None))
+    found = schedule_file.load(first.minimal_file)
+    assert len(found.windows) < len(schedule_file.load(run / "schedule.yaml").windows)
+
+    def stopped(schedule):
+        raise KeyboardInterrupt
+    for number in (1, 2):
+        second = shrink(original_run.load(run), Settings(tries=1), Console(stderr=True), trial=stopped)
+        assert second.outcome.status == "interrupted"
+        status = json.loads((run / f"shrink-{number}" / "shrink.json").read_text())["status"]
+        assert (status == "interrupted") == (number == 2)
+    assert schedule_file.load(run / "shrink-1" / "minimal.yaml") == found
+    assert (run / "shrink-1" / "index.html").is_file() and not (run / "shrink-3").exists()
