@@ -1,0 +1,90 @@
+"""The last tracebacks and silent limits: each bad input is one line, exit 2/3, and nothing
+is created (no store, no run directory, no `latest` moved)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import EXIT_ERROR, cli
+
+HUGE_INT = "9" * 5000
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code in (2, EXIT_ERROR), result.output
+    assert "Traceback" not in result.output and result.exception is None or isinstance(
+        result.exception, SystemExit), result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--rate", "1e-300"], "--rate 1e-300: Input should be greater than or equal to 0.001"),
+    (["--seed", "-1"], "--seed -1: Input should be greater than or equal to 0"),
+    (["--seed", str(10**23)], f"--seed {10**23}: Input should be less than 9223372036854775808"),
+    (["--op-timeout", "1e308"], "--op-timeout 1e+308: Input should be less than or equal to 3600"),
+    (["--drain-timeout", "1e308"], "--drain-timeout 1e+308: Input should be less than or equal to 86400"),
+])
+def test_out_of_range_run_options_are_refused_in_one_line_before_the_store_exists(tmp_path, args, message):
+    store = tmp_path / "store"
+    line = one_error_line(CliRunner().invoke(cli, ["run", "--profile", "single-broker", "--fault", "noop",
+                                                   *args, "--store", str(store)]))
+    assert message in line, line
+    assert not store.exists()
+
+
+def _schedule_text(windows: int) -> str:
+    lines = ["profile: single-broker", "workload: queue", "seed: 1",
+             "shape: {time: 1000, recovery: 1, rate: 10, concurrency: 2, queues: 1, keys: 1}", "windows:"]
+    lines += [f"- {{fault: noop, start: {i * 0.001:.3f}, length: 0.001}}" for i in range(windows)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"profile: \xff\xfe\n", "not UTF-8 text (byte 9)"),
+    (f"seed: {HUGE_INT}\n".encode(), "a number too long to read"),
+    (_schedule_text(11).encode(), "windows: 11 fault windows, more than the 10 one run may have"),
+])
+def test_unreadable_or_oversized_schedule_files_are_refused_in_one_line(tmp_path, monkeypatch, content, message):
+    monkeypatch.setattr("harness.bounds.MAX_FAULT_WINDOWS", 10)  # the real limit's file takes long to write
+    schedule, store = tmp_path / "schedule.yaml", tmp_path / "store"
+    schedule.write_bytes(content)
+    line = one_error_line(CliRunner().invoke(cli, ["run", "--schedule", str(schedule), "--store", str(store)]))
+    assert message in line and str(schedule) in line, line
+    assert not store.exists()
+
+
+def test_explicit_windows_count_against_the_window_limit():
+    from harness.bounds import run_size_problem
+    assert run_size_problem(10, 1000, None, windows=100_000) is None
+    assert "100001 fault windows" in run_size_problem(10, 1000, None, windows=100_001)
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"name: \xff\xfe\n", "not UTF-8 text (byte 6)"),
+    (f"name: x\nseed: {HUGE_INT}\n".encode(), "a number too long to read"),
+])
+@pytest.mark.parametrize("command", ["campaign", "inventory"])
+def test_unreadable_campaign_and_inventory_files_are_refused_in_one_line(tmp_path, content, message, command):
+    path, store = tmp_path / "file.yaml", tmp_path / "store"
+    path.write_bytes(content)
+    args = ([command, str(path), "--store", str(store)] if command == "campaign" else
+            ["run", "--inventory", str(path), "--profile", "single-broker", "--store", str(store)])
+    line = one_error_line(CliRunner().invoke(cli, args))
+    assert message in line and str(path) in line, line
+    assert not store.exists()
+
+
+def test_a_history_keyed_by_a_map_is_one_unreadable_file_not_a_traceback(tmp_path):
+    history = tmp_path / "h.json"
+    ops = [{"type": t, "f": "write", "value": 1, "process": 0, "time": i, "key": {"a": 1}}
+           for i, t in enumerate(("invoke", "ok"))]
+    history.write_text(json.dumps(ops))
+    nested = tmp_path / "nested.jsonl"
+    nested.write_text("".join(json.dumps({**op, "key": [1, [2, 3]]}) + "\n" for op in ops))
+    result = CliRunner().invoke(cli, ["lin", str(history), str(nested)])
+    assert result.exit_code == EXIT_ERROR and "Traceback" not in result.output, result.output
+    assert "its key holds a map" in result.output and f"{nested}: valid" in result.output
