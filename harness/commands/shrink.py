@@ -48,7 +48,7 @@ def shrink(run_dir: Path, anomaly: str | None, tries: int, share: float, max_run
     from harness.shrink import original as original_run
     from harness.shrink.session import choose_target, shrink as search
     from harness.signals import stop_signals
-    from harness.stale import clean_up_stale
+    from harness.stale import clean_up_first
     console = Console(stderr=True)
     try:
         original = original_run.load(run_dir, inventory)
@@ -62,7 +62,7 @@ def shrink(run_dir: Path, anomaly: str | None, tries: int, share: float, max_run
     click.echo(f"shrinking {original.run.path} ({', '.join(sorted(original.classes))}); "
                f"{len(original.schedule.windows)} fault windows, {original.schedule.shape.time:g}s")
     with stop_signals(lambda: console.print("[yellow]stopping: healing, keeping what was found[/]")):
-        clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
+        clean_up_first(console)
         result = search(original, settings, console, anomaly, log=click.echo)
     outcome = result.outcome
     minimal = outcome.minimal
