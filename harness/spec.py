@@ -350,6 +350,7 @@ class RunSpec(BaseModel):
             raise ValueError(f"inventory file {value} does not exist")
         if value is not None:
             load_inventory(value)  # its schema, now: not after a run directory exists
+            value = value.resolve()  # run.json and a later shrink or heal must find it from anywhere
         return value
 
     @model_validator(mode="after")

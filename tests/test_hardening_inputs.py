@@ -3,6 +3,8 @@ is created (no store, no run directory, no `latest` moved)."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -106,3 +108,49 @@ def test_a_plugin_that_exits_at_import_is_reported_and_the_rest_still_load(tmp_p
     finally:
         monkeypatch.undo()
         registry.load_plugins(reload=True)
+
+
+def test_teeth_campaign_names_stay_unique_however_long_the_campaign_name():
+    from harness.campaign.model import NAME_PATTERN
+    from harness.campaign.teeth import teeth_name
+    long = "n" * 64
+    names = {teeth_name(long, bug) for bug in ("lost-ack", "stale-read", "skip-fsync")}
+    assert len(names) == 3 and all(re.match(NAME_PATTERN, name) for name in names), names
+    assert teeth_name("nightly", "lost-ack") == "nightly-teeth-lost-ack"
+
+
+def test_a_relative_inventory_is_stored_resolved(tmp_path, monkeypatch):
+    from harness.spec import build_spec
+    (tmp_path / "inv.yaml").write_text("name: x\nnodes:\n  - {name: n1, host: 127.0.0.1}\n")
+    monkeypatch.chdir(tmp_path)
+    spec = build_spec({"inventory": "inv.yaml", "profile": "single-broker", "faults": ["noop"],
+                       "store": str(tmp_path / "store")}, check_store=False)
+    assert spec.inventory == tmp_path / "inv.yaml" and spec.inventory.is_absolute()
+
+
+def test_the_stopped_process_sweep_matches_its_directory_exactly_not_by_prefix(tmp_path):
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from nuclei.process import _RESUME_STOPPED
+    workdir, longer = tmp_path / "n1", tmp_path / "n10"
+    workdir.mkdir()
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"{workdir}/conf/x.json"])
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"{longer}/conf/x.json"])
+    try:
+        for proc, name in ((ours, "ours.pid"), (stranger, "stranger.pid")):
+            (workdir / name).write_text(f"{proc.pid}\n")
+            proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.2)
+        script = _RESUME_STOPPED % {"directory": shlex.quote(str(workdir))}
+        resumed = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+        assert resumed.splitlines() == [f"{ours.pid} {workdir}/ours.pid"]
+        assert Path(f"/proc/{stranger.pid}/stat").read_text().rsplit(") ", 1)[1].split()[0] == "T"
+    finally:
+        for proc in (ours, stranger):
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait()
