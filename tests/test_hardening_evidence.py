@@ -97,3 +97,39 @@ def test_a_second_shrink_keeps_the_first_result_numbered_also_when_stopped_befor
         assert (status == "interrupted") == (number == 2)
     assert schedule_file.load(run / "shrink-1" / "minimal.yaml") == found
     assert (run / "shrink-1" / "index.html").is_file() and not (run / "shrink-3").exists()
+
+
+def test_shrinking_a_run_of_a_throwaway_cluster_brings_up_one_of_its_size_and_takes_it_down(tmp_path, monkeypatch):
+    import contextlib
+
+    from support.shrink import loses_messages
+    from harness.shrink.search import TryResult
+    from test_shrink_session import stored_run
+
+    run = stored_run(tmp_path, cluster={"source": "provisioned", "provider": "netns", "name": "run-abc", "nodes": 4})
+    clusters, used = [], set()
+    throwaway = tmp_path / "throwaway.yaml"
+
+    @contextlib.contextmanager
+    def nodes_for(inventory_file, nodes, provider, say):
+        clusters.append(["up", inventory_file, nodes, provider])
+        throwaway.write_text("name: shr\n")
+        try:
+            yield throwaway
+        finally:
+            clusters.append(["down"])
+
+    class Trials:
+        def __init__(self, base_values, campaign_id, console, log):
+            self.inventory = base_values["inventory"]
+
+        def __call__(self, schedule):
+            used.add(self.inventory)
+            return TryResult(loses_messages(schedule), None)
+    monkeypatch.setattr("harness.shrink.campaign.nodes_for", nodes_for)
+    monkeypatch.setattr("harness.shrink.trials.LifecycleTrials", Trials)
+    monkeypatch.setattr("inventory.netns.check_can_provision", lambda name, nodes: None)
+    result = CliRunner().invoke(cli, ["shrink", str(run), "--tries", "1", "--confirm", "1"])
+    assert result.exit_code == 0, result.output
+    assert clusters == [["up", None, 4, "netns"], ["down"]] and used == {throwaway}
+    assert "--nodes 4" in result.output and str(throwaway) not in result.output.split("replay:")[1]

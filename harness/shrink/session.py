@@ -58,8 +58,12 @@ def choose_target(original: OriginalRun, anomaly: str | None) -> str:
 
 
 def replay_command(minimal_file: Path, original: OriginalRun) -> str:
-    return shlex.join(["chaos", "run", "--schedule", str(minimal_file), "--inventory", str(original.inventory),
-                       "--store", str(original.store)])
+    if original.provision is not None:  # its nodes were a throwaway cluster: so are the replay's
+        provider, nodes = original.provision
+        where = ["--nodes", str(nodes)] + (["--provider", provider] if provider != "netns" else [])
+    else:
+        where = ["--inventory", str(original.inventory)]
+    return shlex.join(["chaos", "run", "--schedule", str(minimal_file), *where, "--store", str(original.store)])
 
 
 class Recorder:
