@@ -49,7 +49,8 @@ def on_its_nodes(original: Any) -> Iterator[Any]:
 @click.option("--confirm", type=click.IntRange(0, 20), default=DEFAULTS.confirm, show_default=True,
               help="Tries of the minimal schedule in all, for its reproduction rate (within the budget).")
 @click.option("--inventory", type=click.Path(path_type=Path, dir_okay=False),
-              help="Nodes to run the candidates on [default: the run's, if they are still there].")
+              help="Nodes to run the candidates on [default: the run's, if they are still there; for a "
+                   "run on a throwaway local cluster, a new one of its provider and size].")
 @click.option("--rocketmq-version", metavar="V",
               help="Run the candidates on this real RocketMQ release instead of the run's own (rmq-* runs) "
                    "[default: the run's].")
