@@ -92,24 +92,6 @@ def test_a_history_keyed_by_a_map_is_one_unreadable_file_not_a_traceback(tmp_pat
     assert "its key holds a map" in result.output and f"{nested}: valid" in result.output
 
 
-def test_a_plugin_that_exits_at_import_is_reported_and_the_rest_still_load(tmp_path, monkeypatch):
-    from faults import registry
-    dist = tmp_path / "chaos_exits-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: chaos-exits\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[chaos.faults]\nexits = chaos_exits_at_import:Fault\n")
-    (tmp_path / "chaos_exits_at_import.py").write_text("import sys\nsys.exit('no config')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_registry", dict(registry._registry))
-    registry.load_plugins(reload=True)
-    try:
-        assert any("SystemExit: no config" in problem for problem in registry.plugin_errors())
-        assert "random-kill" in registry.names()
-    finally:
-        monkeypatch.undo()
-        registry.load_plugins(reload=True)
-
-
 def test_teeth_campaign_names_stay_unique_however_long_the_campaign_name():
     from harness.campaign.model import NAME_PATTERN
     from harness.campaign.teeth import teeth_name
