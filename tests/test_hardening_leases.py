@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import pwd
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -103,3 +104,31 @@ def test_another_users_lease_is_one_line_not_a_traceback(tmp_path, monkeypatch):
         assert lease.exists() and json.loads((home / "run" / "run.json").read_text())["status"] == "running"
     finally:
         subprocess.run(["rm", "-rf", "--", str(home)], check=True)
+
+
+def test_the_crash_file_system_daemon_exits_and_unmounts_when_its_run_is_gone(tmp_path):
+    import shutil
+    import time
+
+    from nuclei import lazyfs_node
+    require(os.geteuid() == 0 and os.path.exists("/dev/fuse"), "needs root and /dev/fuse for a real FUSE mount")
+    state, mountpoint = tmp_path / "state", tmp_path / "mnt"
+    mountpoint.mkdir()
+    daemon = subprocess.Popen([sys.executable, str(REPO / "nuclei" / "lazyfs_node.py"), "serve",
+                               "--state", str(state), "--mountpoint", str(mountpoint)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not lazyfs_node.mounted(str(mountpoint)):
+            assert daemon.poll() is None and time.monotonic() < deadline, daemon.stderr.read()
+            time.sleep(0.1)
+        (mountpoint / "f").write_text("x")
+        shutil.rmtree(state)                    # the run's work directory wiped
+        assert daemon.wait(timeout=15) == 0
+        assert "is gone: unmounting" in daemon.stderr.read()
+        assert not lazyfs_node.mounted(str(mountpoint))
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
