@@ -69,6 +69,8 @@ Signal = Annotated[str, BeforeValidator(_any_signal)]
 Probability = Annotated[float, AfterValidator(_probability)]
 # A duration in seconds, > 0.
 Duration = Annotated[float, AfterValidator(_duration)]
+# Milliseconds of added link delay, [0, 60000].
+Milliseconds = Annotated[float, Field(ge=0, le=60_000, allow_inf_nan=False)]
 # A link rate in tc's syntax (1mbit, 500kbit, 2mbps).
 Rate = Annotated[str, BeforeValidator(_rate)]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -83,12 +85,14 @@ _SHOWN = {
     "Probability": "number in (0, 1]",
     "Duration": "seconds > 0",
     "Rate": "rate in tc syntax (1mbit, 500kbit, 2mbps)",
+    "Milliseconds": "milliseconds in [0, 60000]",
     "Port": "port 1-65535",
     "NodeNames": "node names, comma-separated (n1,n2)",
     "RemotePath": "absolute path",
 }
 _NAMES = {id(KillSignal): "KillSignal", id(Signal): "Signal", id(Probability): "Probability",
-          id(Duration): "Duration", id(Rate): "Rate", id(Port): "Port", id(NodeNames): "NodeNames", id(RemotePath): "RemotePath"}
+          id(Duration): "Duration", id(Rate): "Rate", id(Milliseconds): "Milliseconds",
+          id(Port): "Port", id(NodeNames): "NodeNames", id(RemotePath): "RemotePath"}
 
 
 def check(annotation: Any, value: Any) -> Any:

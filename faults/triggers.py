@@ -262,6 +262,28 @@ class MasterControllerKill(TriggeredFault):
         return kill_roles(ctx, f"{self.name} on {', '.join(firing.nodes)}", roles, firing)
 
 
+class GroupControllerKill(MasterControllerKill):
+    """kill -9 every broker of the master's group and the controller leader at one instant:
+    whichever broker comes back first is elected, so a restarted node becomes master at once."""
+
+    name = "group-controller-kill"
+    description = ("when a master and a controller leader are known, kill -9 every broker of the "
+                   "master's group and the controller leader at one instant; restart them at stop")
+
+    def targets(self, state: State, group: str, ctx: FaultContext) -> Firing | None:
+        firing = super().targets(state, group, ctx)
+        if firing is None:
+            return None
+        slaves = live_slaves(state, group)
+        return Firing(group, firing.master, tuple(dict.fromkeys((*firing.nodes, *slaves))),
+                      {**firing.facts, "slaves": slaves})
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        roles = {node: {"broker"} for node in (firing.master, *firing.facts["slaves"])}
+        roles.setdefault(firing.facts["controller_leader"], set()).add("controller")
+        return kill_roles(ctx, f"{self.name} on {', '.join(firing.nodes)}", roles, firing)
+
+
 class MasterSlaveIsolate(TriggeredFault):
     """Cut the master and one slave (seeded choice, SyncStateSet members first) off from the rest."""
 
@@ -298,6 +320,25 @@ class SssGrownMasterKill(TriggeredFault):
         return kill_roles(ctx, f"{self.name} on {firing.master}", {firing.master: {"broker"}}, firing)
 
 
+class SlavesKill(TriggeredFault):
+    """kill -9 every slave broker of the master's group: its SyncStateSet shrinks to the master."""
+
+    name = "slaves-kill"
+    trigger_name = "master-with-slave"
+    description = ("when a master has a slave up, kill -9 the broker process of every slave of its "
+                   "group at one instant; restart them at stop")
+
+    def targets(self, state: State, group: str, ctx: FaultContext) -> Firing | None:
+        master, slaves = master_of(state, group), live_slaves(state, group)
+        if master is None or not slaves:
+            return None
+        return Firing(group, master, tuple(slaves), {"slaves": list(slaves)})
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        return kill_roles(ctx, f"{self.name} on {', '.join(firing.nodes)}",
+                          {node: {"broker"} for node in firing.nodes}, firing)
+
+
 class SssAloneMasterCrash(TriggeredFault):
     """Machine crash of the master's node while its SyncStateSet is the master alone."""
 
@@ -314,7 +355,7 @@ class SssAloneMasterCrash(TriggeredFault):
         return applied
 
 
-TRIGGERED = (MasterControllerKill, MasterSlaveIsolate, SssGrownMasterKill, SssAloneMasterCrash)
+TRIGGERED = (MasterControllerKill, GroupControllerKill, MasterSlaveIsolate, SssGrownMasterKill, SlavesKill, SssAloneMasterCrash)
 for _cls in TRIGGERED:
     register(_cls, origin="builtin")
 

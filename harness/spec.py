@@ -176,7 +176,7 @@ def crash_reaching_a_majority(spec: "RunSpec", nodes: list[str]) -> str | None:
     nodes) is refused with the same reason, or None."""
     from faults.crash import needs_crash_fs
     from faults.schedule import FaultSpec
-    from faults.targets import majority_size, most_hit, normalize_roles
+    from faults.targets import SELECTORS, majority_size, most_hit, normalize_roles
     reason = systems.refused_fault(spec.profile, "major-crash")
     if reason is None:
         return None
@@ -194,6 +194,8 @@ def crash_reaching_a_majority(spec: "RunSpec", nodes: list[str]) -> str | None:
         candidates = nodes if wanted is None else list(dict.fromkeys(
             nodes[p.node] for p in profile.processes if p.role in wanted))
         selector, fixed = fault.name.rsplit("-", 1)[0], fault.options.get("targets") or ()
+        if selector not in SELECTORS:   # a state-triggered crash hits the master's node, as a leader crash
+            selector = "leader"
         for group in groups.values():
             hits = most_hit(selector, candidates, group, fixed)
             if hits >= majority_size(len(group)):

@@ -227,7 +227,7 @@ class Pool:
         are skipped; existing remote files are overwritten.
         """
         target = self.node(node)
-        source = Path(local_dir)
+        source = Path(local_dir).resolve()   # a symlinked directory: copy what it points to
         if not source.is_dir():
             raise InventoryError(f"put_dir: {source} is not a directory")
         quoted = shlex.quote(remote_dir)

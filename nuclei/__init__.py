@@ -4,7 +4,8 @@ Every action is journaled (fsynced) before it is applied, so `heal` can undo
 whatever a crashed run left behind. Nemeses (faults/) act only through these.
 This package's names are what a nemesis uses: the actions, the journal, and
 `heal`; the rest lives in the submodules (`nuclei.net`, `nuclei.process`,
-`nuclei.heal`, `nuclei.journal`, `nuclei.lazyfs`, `nuclei.shape`).
+`nuclei.heal`, `nuclei.journal`, `nuclei.lazyfs`, `nuclei.shape`,
+`nuclei.degrade`).
 """
 from nuclei import lazyfs  # noqa: F401  the crash file system, used as nuclei.lazyfs
 from nuclei.heal import heal

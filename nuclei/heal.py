@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nuclei import lazyfs, net, process, shape
+from nuclei import degrade, lazyfs, net, process, shape
 from nuclei.journal import Journal, JournalEntry
 from nuclei.remote import NucleusError, in_parallel
 
-NETWORK_ACTIONS = ("drop", "loss", "bandwidth")
+NETWORK_ACTIONS = ("drop", "loss", "bandwidth", "degrade")
 IPTABLES_ACTIONS = ("drop", "loss")
 # A crash file system stays mounted while the SUT runs on it: only the heal at
 # the very end (`unmount=True`, after the SUT stopped) and `chaos heal` remove it.
@@ -43,6 +43,9 @@ def undo(pool: Any, journal: Journal, entry: JournalEntry,
     if entry.action == "bandwidth":
         shape.remove(pool, journal, entry)
         return f"{entry.node}: removed the {entry.params.get('rate')} bandwidth limit to {', '.join(entry.params.get('peers', []))}"
+    if entry.action == "degrade":
+        degrade.remove(pool, journal, entry)
+        return f"{entry.node}: removed the {entry.params.get('kind')} degradation ({entry.params.get('mechanism')})"
     if entry.action in IPTABLES_ACTIONS:
         net.remove(pool, journal, entry)
         return f"{entry.node}: removed {entry.action} rules for {', '.join(entry.params.get('peers', []))}"

@@ -536,3 +536,9 @@ def _decode_pulled(body: bytes, mq: MessageQueue, offset: int, addr: str) -> lis
         out.append(ReceivedMessage(msg.msg_id, msg.topic, msg.queue_id, offset + i, msg.body,
                                    msg.born_ts, msg.store_ts, mq.broker_name, addr))
     return out
+
+
+def group_member(namesrv: list[str], group: str, topic: str, timeout: float,
+                 route_refresh_s: float | None = None) -> GroupMember:
+    """The model's consumer-group member, made the way sut/systems.py makes every system's."""
+    return GroupMember(namesrv, group, timeout=timeout)

@@ -105,6 +105,8 @@ class System:
     release_refusal: str | None = None   # (Profile, release) -> why it cannot run that release, or None
     takes_bugs: bool = False     # whether `--bug` (sut/bugs.py) applies
     refused_workloads: Mapping[str, str] = field(default_factory=dict)   # workload -> why not
+    # A consumer-group member (the group workload): (namesrv, group, topic, timeout, route_refresh_s) -> member
+    group_member: str = "sut.client:group_member"
 
     def part(self, which: str) -> Any:
         module, _, name = getattr(self, which).partition(":")
@@ -128,11 +130,9 @@ SYSTEMS: dict[str, System] = {
         release_problem="sut.rocketmq.release:problem",
         default_release="sut.rocketmq.release:pinned",
         release_refusal="sut.rocketmq.release:refusal",
+        group_member="workloads.rocketmq_group:RocketMQGroupMember",
         refused_workloads={"register": "real RocketMQ has no key-value store (the model's Raft KV is ours); "
-                                       "use queue or log",
-                           "group": "the group workload drives the model's own consumer group (sut/client.py "
-                                    "GroupMember); RocketMQ's lite-pull/push consumer with its own rebalancing "
-                                    "is not wired into the JVM driver yet"}),
+                                       "use queue or log"}),
 }
 
 

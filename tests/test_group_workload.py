@@ -46,10 +46,15 @@ def test_a_member_leaves_on_unregister_expiry_and_closed_connection():
     assert expired.members("g") == []
 
 
-def test_real_rocketmq_refuses_the_group_workload_in_one_line():
-    reason = systems.refused_workload("rmq-controller-3", "group")
-    assert reason and "\n" not in reason and "rebalancing" in reason
+def test_every_system_runs_the_group_workload_with_its_own_consumer():
+    assert systems.refused_workload("rmq-controller-3", "group") is None
     assert systems.refused_workload("controller-3", "group") is None
+    from sut.client import GroupMember
+    from workloads.rocketmq_group import RocketMQGroupMember
+    model = systems.system("model").part("group_member")(["127.0.0.1:9876"], "g", "t", 1.0)
+    real = systems.system("rocketmq").part("group_member")(["127.0.0.1:9876"], "g", "t", 1.0, 2.0)
+    assert isinstance(model, GroupMember) and isinstance(real, RocketMQGroupMember)
+    assert real.route_refresh_ms == 2000 and real.timeout_ms == 1000
 
 
 def _rows(events):

@@ -135,6 +135,16 @@ def test_put_dir_uploads_a_tree_without_bytecode_caches(netns_cluster, tmp_path)
     assert pool.run("n1", ["test", "-x", f"{remote}/pkg/run.sh"], check=False).ok
 
 
+def test_put_dir_of_a_symlinked_directory_uploads_what_it_points_to(netns_cluster, tmp_path):
+    inventory, pool = netns_cluster
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "lib.txt").write_text("lib\n")
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    remote = workdir(inventory, "n1", "linked")
+    pool.put_dir("n1", tmp_path / "link", remote)
+    assert pool.read_file("n1", f"{remote}/lib.txt") == b"lib\n"
+
+
 def test_reading_a_missing_file_says_which_file_and_node(netns_cluster):
     inventory, pool = netns_cluster
     missing = workdir(inventory, "n1", "does-not-exist")

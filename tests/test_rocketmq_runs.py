@@ -93,3 +93,17 @@ def test_unclean_controller_mode_under_master_partitions_loses_acknowledged_mess
     assert queue["counts"]["lost"] + queue["counts"]["lost_after_consume"] == len(lost) > 0
     acked = {str(ev["value"]["id"]) for ev in read_history(outcome.run.path) if ev["f"] == "send" and ev["type"] == "ok"}
     assert {item["id"] for item in lost} <= acked
+
+
+def test_a_consumer_group_on_rocketmqs_own_consumer_is_valid_under_a_master_kill(cluster, tmp_path):
+    # RocketMQ's pull consumer in clustering mode: its rebalancing decides the holds, its
+    # offset store commits to the brokers; the group checker judges it as on the model.
+    outcome = chaos_run(cluster, tmp_path / "store", profile="rmq-controller-3", faults=["leader-kill"], seed=3,
+                        workload="group", concurrency=5, time=22, interval=6, duration=10)
+    assert outcome.status == "complete", outcome.error
+    results = json.loads((outcome.run.path / "results.json").read_text())
+    group = results["checkers"]["group"]
+    assert group["valid"] is True, json.dumps(group)
+    counts = group["counts"]
+    assert counts["sent_ok"] > 50 and counts["lost"] == 0 and counts["holds"] >= 4 and counts["commits"] > 5, counts
+    assert results["checkers"]["rto"]["failovers"] >= 1

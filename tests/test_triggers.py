@@ -75,6 +75,24 @@ def test_master_controller_kill_targets_one_node_when_they_share_it(tmp_path):
     assert nemesis.targets(state(leader="n1"), "broker-a", ctx).nodes == ("n1",)
 
 
+def test_group_controller_kill_hits_the_master_its_slaves_and_the_controller_leader(tmp_path):
+    from faults.triggers import GroupControllerKill
+    nemesis, ctx = GroupControllerKill(), ctx_for(tmp_path, None)
+    firing = nemesis.targets(state(sss=["n1", "n2"], leader="n4"), "broker-a", ctx)
+    assert set(firing.nodes) == {"n1", "n2", "n3", "n4"} and firing.facts["controller_leader"] == "n4"
+    assert set(nemesis.targets(state(leader="n2"), "broker-a", ctx).nodes) == {"n1", "n2", "n3"}
+    assert nemesis.targets(state(leader=None), "broker-a", ctx) is None
+
+
+def test_slaves_kill_hits_every_live_slave_of_the_group_and_never_the_master(tmp_path):
+    from faults.triggers import SlavesKill
+    nemesis, ctx = SlavesKill(), ctx_for(tmp_path, None)
+    members = {"n1": "master", "n2": "slave", "n3": "slave"}
+    assert set(nemesis.targets(state(sss=["n1", "n2"], members=members), "broker-a", ctx).nodes) == {"n2", "n3"}
+    assert nemesis.targets(state(members={**members, "n3": "down"}), "broker-a", ctx).nodes == ("n2",)
+    assert nemesis.targets(state(members={**members, "n2": "down", "n3": "down"}), "broker-a", ctx) is None
+
+
 def test_master_slave_isolate_picks_a_seeded_slave_of_the_set(tmp_path):
     from faults.triggers import MasterSlaveIsolate
     nemesis = MasterSlaveIsolate()
@@ -210,3 +228,14 @@ def test_the_run_page_flags_a_trigger_that_never_fired(tmp_path):
     schedule_file.save(tmp_path / "schedule.yaml", base.with_firings(never))
     [flag] = unfired_triggers(tmp_path)
     assert "sss-grown" in flag and "never fired" in flag
+
+
+def test_the_broker_identity_recipe_kills_the_slaves_and_arms_the_master_crash_on_rmq_controller_3(tmp_path):
+    from pathlib import Path
+    from harness import plan as plan_of_run
+    from harness.spec import build_spec
+    text = (Path(__file__).resolve().parents[1] / "sut" / "rocketmq" / "recipes" / "broker-identity.yaml").read_text()
+    values = plan_of_run.spec_values(schedule_file.parse(text))
+    spec = build_spec({**values, "store": tmp_path})   # a triggered crash hits one node: not refused as a majority crash
+    assert spec.profile == "rmq-controller-3"
+    assert [(w.fault, w.start) for w in spec.windows] == [("slaves-kill", 20.0), ("sss-alone-master-crash", 20.0)]

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sut import systems
 from sut.client import GroupMember
 from sut.outcome import Outcome
 from workloads.base import Completion, OpRunner, Workload, WorkloadOptions, run_together
@@ -67,7 +68,10 @@ class GroupClient:
         self.node_names = node_names or {}
 
     def new_member(self) -> GroupMember:
-        return GroupMember(self.endpoints.namesrv, self.options.group, timeout=max(0.5, self.options.op_timeout * 0.4))
+        """A new consumer of the group: the system's own (sut/systems.py `group_member`)."""
+        make = systems.system(self.endpoints.system).part("group_member")
+        return make(self.endpoints.namesrv, self.options.group, self.options.topic,
+                    max(0.5, self.options.op_timeout * 0.4), self.options.route_refresh_s)
 
     async def close(self) -> None:
         await self.queue.close()
@@ -220,8 +224,9 @@ class GroupWorkload(OnTopic, Workload):
         items = [dict(decode_message(m.body), queue=queue, key=queue, offset=m.queue_offset)
                  for m in result.messages]
         next_offset = result.next_offset if result.next_offset is not None else offset + len(items)
-        if result.from_master is False:
-            next_offset = max(next_offset, offset)   # a lagging replica does not move us back
+        if result.from_master is False or (result.from_master is None and not items):
+            # A lagging replica (or an empty answer from a broker we cannot name) does not move us back.
+            next_offset = max(next_offset, offset)
         if queue in state.positions:
             state.positions[queue] = next_offset
         return Completion("ok", items, node)

@@ -35,6 +35,19 @@ async def _finish_or_undo(step: Awaitable[T], undo: Callable[[T], object]) -> T:
         raise
 
 
+async def close_in_driver(shared: SharedDriver, driver: Driver | None, op: str, timeout: float, **args: Any) -> None:
+    """Ask the driver to close what `op` names (best effort), then let go of the driver."""
+    if driver is None:
+        return
+    try:
+        if driver.alive:
+            await asyncio.wait_for(driver.acall(op, **args), timeout)
+    except (DriverError, DriverDied, asyncio.TimeoutError):
+        pass
+    finally:
+        shared.release()
+
+
 def _broker_of(exc: BaseException) -> str | None:
     """The broker that answered with an error, when RocketMQ names it."""
     return exc.error.get("broker") if isinstance(exc, DriverError) else None
@@ -143,12 +156,4 @@ class RocketMQClient:
     async def close(self) -> None:
         driver, client = self._driver, self._client
         self._driver, self._client = None, None
-        if driver is None:
-            return
-        try:
-            if driver.alive:
-                await asyncio.wait_for(driver.acall("close", client=client), 5)
-        except (DriverError, DriverDied, asyncio.TimeoutError):
-            pass
-        finally:
-            self.shared.release()
+        await close_in_driver(self.shared, driver, "close", 5, client=client)

@@ -220,21 +220,27 @@ def control_campaign(restricted: Campaign) -> Campaign:
                                          "bugs": ()})
 
 
+def execute_campaign(spec: Campaign, source: Path, store: Path, console: Any,
+                     show_progress: bool = True) -> tuple[Path, dict[str, RunResult], str | None]:
+    """Run one campaign: (its directory, each planned run's result, its error or None);
+    KeyboardInterrupt when it was stopped."""
+    from harness.campaign.runner import CampaignRunner
+    planned = plan(spec, store=store)
+    outcome = CampaignRunner(spec, planned, source, store, console, show_progress=show_progress).execute()
+    if outcome.status == "interrupted":
+        raise KeyboardInterrupt(outcome.error or "stopped")
+    results = campaign_results(outcome.path, [run.run_id for run in planned.runs])
+    return outcome.path, results, outcome.error if outcome.status == "error" else None
+
+
 def run_teeth(campaign: Campaign, source: Path, store: Path, names: list[str], console: Any,
               show_progress: bool = True) -> list[BugVerdict]:
     """One restricted campaign per bug and one control per set of cells; a stop signal
     ends the whole thing (KeyboardInterrupt)."""
-    from harness.campaign.runner import CampaignRunner
-
     def execute(spec: Campaign, what: str) -> tuple[Path, dict[str, RunResult], str | None]:
         console.print(f"chaos teeth: {what} on {', '.join(spec.profiles)} x {', '.join(spec.faults)}",
                       highlight=False, soft_wrap=True)
-        planned = plan(spec, store=store)
-        outcome = CampaignRunner(spec, planned, source, store, console, show_progress=show_progress).execute()
-        if outcome.status == "interrupted":
-            raise KeyboardInterrupt(outcome.error or "stopped")
-        results = campaign_results(outcome.path, [run.run_id for run in planned.runs])
-        return outcome.path, results, outcome.error if outcome.status == "error" else None
+        return execute_campaign(spec, source, store, console, show_progress)
 
     verdicts = []
     controls: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[Path, dict[str, RunResult], str | None]] = {}

@@ -52,8 +52,12 @@ def teeth(file: Path, bugs: tuple[str, ...], store: Path, rocketmq_version: str 
     by the campaign, 1 when one is not.
     """
     from harness.campaign import CampaignError, load_campaign
+    from harness.campaign import regressions
     from harness.campaign.teeth import check_names, exercisable_by, run_teeth
     console = Console(stderr=True)
+    if regressions.is_regressions(file):
+        historic_teeth(file, bugs, store, rocketmq_version, as_json, quiet, dry_run, console)
+        return
     try:
         spec = load_campaign(file, rocketmq_version)
         names = check_names(list(bugs))
@@ -83,6 +87,83 @@ def teeth(file: Path, bugs: tuple[str, ...], store: Path, rocketmq_version: str 
     else:
         print_table(spec.name, verdicts, wall)
     sys.exit(exit_code(verdicts))
+
+
+def historic_teeth(file: Path, bugs: tuple[str, ...], store: Path, rocketmq_version: str | None, as_json: bool,
+                   quiet: bool, dry_run: bool, console: Console) -> None:
+    """A regressions file: each historic RocketMQ bug's recipe on its buggy and its fixed release."""
+    from harness.campaign import CampaignError
+    from harness.campaign import regressions
+    try:
+        if rocketmq_version:
+            raise CampaignError(f"--rocketmq-version: {file} names each bug's releases itself (sut/rocketmq/bugs.yaml)")
+        spec = regressions.load(file, bugs)
+        if not dry_run:
+            check_writable(store)
+    except CampaignError as exc:
+        raise UserError(str(exc)) from None
+    except StoreError as exc:
+        raise UserError(f"--store: {exc}") from None
+    if dry_run:
+        print_historic_dry_run(spec, store, as_json)
+        return
+    began = time.monotonic()
+    verdicts = regressions.run_regressions(spec, file.resolve(), store, console, show_progress=not quiet)
+    wall = time.monotonic() - began
+    if as_json:
+        from harness.campaign.teeth import score
+        caught, exercisable = score(verdicts)
+        click.echo(json.dumps({"campaign": spec.name, "kind": regressions.KIND, "bugs": [v.as_json() for v in verdicts],
+                               "caught": caught, "exercisable": exercisable, "wall_s": round(wall, 1)}, indent=2))
+    else:
+        print_historic_table(spec.name, verdicts, wall)
+    sys.exit(exit_code(verdicts))
+
+
+def print_historic_dry_run(spec: Any, store: Path, as_json: bool) -> None:
+    """Per bug the runs on both releases, or why it cannot run; exit 1 when one cannot."""
+    from harness.campaign.plan import plan
+    from harness.campaign.regressions import bug_campaign
+    shown = []
+    for bug in spec.selected():
+        runs = [r.run_id for r in plan(bug_campaign(spec, bug), store=store).runs] if bug.reachable else []
+        shown.append({"bug": bug.id, "issue": bug.issue, "buggy_version": bug.buggy_version,
+                      "fixed_version": bug.fixed_version, "exercisable": bug.reachable, "runs": runs,
+                      "needs": None if bug.reachable else bug.needs})
+    missing = [s["bug"] for s in shown if not s["exercisable"]]
+    if as_json:
+        click.echo(json.dumps({"campaign": spec.name, "bugs": shown, "exercisable": len(shown) - len(missing),
+                               "total": len(shown)}, indent=2))
+    else:
+        for s in shown:
+            what = (f"{len(s['runs'])} runs on {s['buggy_version']} and {s['fixed_version']}" if s["exercisable"]
+                    else f"not exercisable (needs {s['needs']})")
+            click.echo(f"#{s['issue']} {s['bug']}: {what}")
+        click.echo(f"{len(shown) - len(missing)} of {len(shown)} bugs exercisable by {spec.name}")
+    sys.exit(EXIT_MISSED if missing else 0)
+
+
+def print_historic_table(name: str, verdicts: list, wall_s: float) -> None:
+    from harness.campaign.teeth import CAUGHT, NOT_EXERCISABLE, score
+    console = Console(width=max(140, Console().width))
+    table = Table(title=f"teeth of {name}: historic RocketMQ bugs")
+    for column in ("bug", "buggy release: caught", "fixed release: valid", "verdict", "detail"):
+        table.add_column(column)
+    for v in verdicts:
+        if v.status == NOT_EXERCISABLE:
+            table.add_row(f"#{v.issue} {v.bug}", v.buggy_version, v.fixed_version, "–", f"needs {v.needs}")
+            continue
+        first = next((r for r in v.buggy if r["seed"] in v.caught_seeds), None)
+        detail = (f"seed {first['seed']}: {'; '.join(first['safety'])}" if first
+                  else v.error or f"no safety anomaly in {v.seeds} runs")
+        table.add_row(f"#{v.issue} {v.bug}", f"{v.buggy_version}: {len(v.caught_seeds)} of {v.seeds} seeds",
+                      f"{v.fixed_version}: {len(v.valid_controls)} of {v.seeds}",
+                      {CAUGHT: "caught"}.get(v.status, v.status.upper()), detail)
+    console.print(table)
+    caught, exercisable = score(verdicts)
+    console.print(f"{caught} of {exercisable} exercisable historic bugs caught with valid controls "
+                  f"({len(verdicts) - exercisable} not exercisable); {wall_s / 60:.1f} min",
+                  highlight=False, soft_wrap=True)
 
 
 def print_dry_run(spec: Any, names: list[str], store: Path, as_json: bool) -> None:

@@ -68,6 +68,7 @@ public final class Driver {
     private static final String SUB_ALL = "*";
 
     private final Map<Integer, Client> clients = new ConcurrentHashMap<>();
+    private final Map<Integer, GroupMember> members = new ConcurrentHashMap<>();
     private final Map<String, DefaultMQAdminExt> admins = new ConcurrentHashMap<>();
     private final AtomicInteger nextClient = new AtomicInteger();
     private final ExecutorService pool = Executors.newCachedThreadPool(r -> {
@@ -91,7 +92,7 @@ public final class Driver {
     }
 
     /** An answer the request itself spells out as an error (bad request, unknown client). */
-    private static final class RequestError extends Exception {
+    static final class RequestError extends Exception {
         RequestError(String message) {
             super(message);
         }
@@ -185,6 +186,13 @@ public final class Driver {
             case "controller_meta": return controllerMeta(r);
             case "sync_state": return syncState(r);
             case "broker_stats": return brokerStats(r);
+            case "group_open": return groupOpen(r);
+            case "group_rebalance": return member(r).rebalance();
+            case "group_committed": return member(r).committed(r.getIntValue("queue"));
+            case "group_pull": return member(r).pull(r.getIntValue("queue"), r.getLongValue("offset"),
+                                                   r.getIntValue("max", 32), r.getLongValue("timeout_ms", 3000));
+            case "group_commit": member(r).commit(r.getIntValue("queue"), r.getLongValue("offset")); return true;
+            case "group_close": return groupClose(r);
             case "ping": return "pong";
             default: throw new RequestError("unknown op " + op);
         }
@@ -245,7 +253,14 @@ public final class Driver {
         if (route == null || route.getQueueDatas() == null || route.getQueueDatas().isEmpty()) {
             throw new RequestError("no route for topic " + topic);
         }
-        List<QueueData> datas = new ArrayList<>(route.getQueueDatas());
+        List<MessageQueue> queues = ordered(topic, route.getQueueDatas());
+        c.queues.put(topic, queues);
+        return queues;
+    }
+
+    /** A route's queues in the workloads' order: queue i is the i-th by (broker name, queue id). */
+    static List<MessageQueue> ordered(String topic, List<QueueData> queueDatas) {
+        List<QueueData> datas = new ArrayList<>(queueDatas);
         datas.sort(Comparator.comparing(QueueData::getBrokerName));
         List<MessageQueue> queues = new ArrayList<>();
         for (QueueData qd : datas) {
@@ -253,8 +268,37 @@ public final class Driver {
                 queues.add(new MessageQueue(topic, qd.getBrokerName(), i));
             }
         }
-        c.queues.put(topic, queues);
         return queues;
+    }
+
+    // -- consumer group members ----------------------------------------------------------
+
+    private Object groupOpen(JSONObject r) throws MQClientException {
+        int id = nextClient.incrementAndGet();
+        String tag = "chaos-" + ProcessHandle.current().pid() + "-m" + id;
+        GroupMember member = new GroupMember(r.getString("namesrv"), r.getString("group"), r.getString("topic"), tag,
+                                             r.getIntValue("timeout_ms", 3000), r.getIntValue("route_refresh_ms", 30000));
+        members.put(id, member);
+        JSONObject result = new JSONObject();
+        result.put("member", id);
+        result.put("client_id", member.clientId());
+        return result;
+    }
+
+    private Object groupClose(JSONObject r) {
+        GroupMember m = members.remove(r.getIntValue("member"));
+        if (m != null) {
+            m.close();
+        }
+        return m != null;
+    }
+
+    private GroupMember member(JSONObject r) throws RequestError {
+        GroupMember m = members.get(r.getIntValue("member"));
+        if (m == null) {
+            throw new RequestError("no open group member " + r.get("member"));
+        }
+        return m;
     }
 
     private MessageQueue queue(Client c, String topic, int index) throws RequestError {
@@ -531,6 +575,7 @@ public final class Driver {
     private void shutdown() {
         Thread closer = new Thread(() -> {
             clients.values().forEach(c -> c.producer.shutdown());
+            members.values().forEach(GroupMember::close);
             admins.values().forEach(DefaultMQAdminExt::shutdown);
         });
         closer.setDaemon(true);
