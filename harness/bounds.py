@@ -9,11 +9,21 @@ from __future__ import annotations
 
 MAX_SECONDS = 30 * 24 * 3600        # a month of workload: longer is a typo
 MAX_OPERATIONS = 50_000_000         # about 10 GB of history at ~200 bytes a line
-MAX_FAULT_WINDOWS = 1_000_000
+# Seeded or read from a schedule file alike; a schedule file's windows cost about
+# 1.5 ms each to validate, so this bounds a replay's start to a few minutes.
+MAX_FAULT_WINDOWS = 100_000
+MIN_RATE = 0.001                    # one operation per 1000 s: lower is a typo, and overflows the gaps
+MAX_OP_TIMEOUT = 3600.0             # an hour for one call
+MAX_DRAIN_TIMEOUT = 24 * 3600.0     # a day for the final phase
+SEED_LIMIT = 2**63                  # seeds are stored and passed on as signed 64-bit integers
 
 
-def run_size_problem(rate: float, seconds: float, fault_period: float | None) -> str | None:
-    """Why a run of `seconds` at `rate` ops/s with a fault every `fault_period` s is too big, or None."""
+def run_size_problem(rate: float, seconds: float, fault_period: float | None,
+                     windows: int | None = None) -> str | None:
+    """Why a run of `seconds` at `rate` ops/s with a fault every `fault_period` s (or with
+    `windows` explicit fault windows) is too big, or None."""
+    if windows and (too_many := windows_problem(windows)):
+        return too_many
     if seconds > MAX_SECONDS:
         return f"{seconds:g}s of workload is more than the {MAX_SECONDS:g}s (30 days) one run may take"
     operations = rate * seconds
@@ -24,3 +34,10 @@ def run_size_problem(rate: float, seconds: float, fault_period: float | None) ->
         return (f"a fault every {fault_period:g}s over {seconds:g}s is {seconds / fault_period:.3g} fault "
                 f"windows, more than {MAX_FAULT_WINDOWS:.3g}; lengthen the interval or shorten the time")
     return None
+
+
+def windows_problem(windows: int) -> str | None:
+    """Why a schedule of `windows` explicit fault windows is too big, or None."""
+    if windows <= MAX_FAULT_WINDOWS:
+        return None
+    return f"{windows} fault windows, more than the {MAX_FAULT_WINDOWS:.3g} one run may have"

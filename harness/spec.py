@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import workloads
-from harness.bounds import run_size_problem
+from harness.bounds import MAX_DRAIN_TIMEOUT, MAX_OP_TIMEOUT, MIN_RATE, SEED_LIMIT, run_size_problem
 from harness.schedule import FaultWindow
 from harness.store import StoreError, check_writable
 from sut import profiles, systems
@@ -222,13 +222,14 @@ class RunSpec(BaseModel):
     time: float = Field(60.0, gt=0, description="seconds of workload + faults (main phase)")
     # High enough that a failover window holds hundreds of operations, with headroom
     # under what one control node sustains (docs/benchmarks.md, "Workloads").
-    rate: float = Field(100.0, gt=0, description="operations per second, all clients together")
+    rate: float = Field(100.0, ge=MIN_RATE, allow_inf_nan=False,
+                        description="operations per second, all clients together")
     concurrency: int = Field(10, ge=1, le=512, description="logical client processes")
     # None: derived from the profile's failure detection (_failover_defaults)
     interval: float = Field(None, gt=0, description="seconds of quiet before each fault")
     duration: float = Field(None, gt=0, description="seconds each fault lasts")
     recovery: float = Field(None, ge=0, description="seconds the workload goes on after the faults are healed")
-    seed: int = Field(default_factory=lambda: random.randrange(2**31))
+    seed: int = Field(default_factory=lambda: random.randrange(2**31), ge=0, lt=SEED_LIMIT)
     nodes: int | None = Field(None, ge=1, le=32)
     inventory: Path | None = None
     provider: Literal["netns", "docker"] = Field("netns", description="kind of local cluster without --inventory")
@@ -237,9 +238,11 @@ class RunSpec(BaseModel):
     queues: int = Field(4, ge=1, le=64, description="queues of the topic (queue, log)")
     keys: int = Field(3, ge=1, le=64, description="register keys (register)")
     ordered: bool = Field(False, description="queue: one producer per shard key, one queue per key")
-    drain_timeout: float = Field(60.0, gt=0, description="seconds the drain may take at most")
+    drain_timeout: float = Field(60.0, gt=0, le=MAX_DRAIN_TIMEOUT,
+                                 description="seconds the drain may take at most")
     mix: dict[str, float] = Field(default_factory=dict, description="operation weights (empty: default)")
-    op_timeout: float = Field(6.0, gt=0, description="seconds before a call counts as indeterminate")
+    op_timeout: float = Field(6.0, gt=0, le=MAX_OP_TIMEOUT,
+                              description="seconds before a call counts as indeterminate")
     # fault options
     targets: tuple[str, ...] = Field((), description="roles faults may hit (empty: every role)")
     overlap: tuple[str, ...] = Field((), description="faults started inside every window of the main ones")
@@ -350,6 +353,7 @@ class RunSpec(BaseModel):
             raise ValueError(f"inventory file {value} does not exist")
         if value is not None:
             load_inventory(value)  # its schema, now: not after a run directory exists
+            value = value.resolve()  # run.json and a later shrink or heal must find it from anywhere
         return value
 
     @model_validator(mode="after")
@@ -372,6 +376,9 @@ class RunSpec(BaseModel):
         low, high = local_node_limits()
         if self.nodes is not None and not low <= self.nodes <= high:
             raise ValueError(f"--nodes {self.nodes}: a local cluster has {low} to {high} nodes")
+        too_many = run_size_problem(self.rate, self.time, None, len(self.windows or ()))
+        if too_many:
+            raise ValueError(too_many)
         if self.windows is not None:
             check_windows(self)
         elif self.has_faults and self.time < self.interval + self.duration:

@@ -50,35 +50,72 @@ def release_lease(path: Path | None) -> None:
 
 def clean_up_stale(say: Callable[[str], None]) -> list[str]:
     """Remove clusters and heal runs of harness processes that are gone; one line per item
-    (each also passed to `say`)."""
+    (each also passed to `say`).
+
+    A dead lease naming a run directory that a live lease also names (a campaign's
+    `--resume` reuses `runs/<id>`) is dropped without touching that run: the live
+    harness owns it now. A lease this user may not remove (another user's) is left to
+    its owner, with a line saying so."""
     done: list[str] = []
     if os.geteuid() == 0:
         done += netns.down_stale(orphans=False)
-    for path in sorted(leases_dir().glob("*.json")) if leases_dir().is_dir() else []:
-        claimed = _claim_if_stale(path)
-        if claimed is not None:
-            done.append(_clean_up_run(claimed))
+    leases = _read_leases()
+    live = {str(lease.get("run_dir")): lease.get("pid") for path, lease in leases if _alive(lease)}
+    for path, lease in leases:
+        if _alive(lease):
+            continue
+        owner = live.get(str(lease.get("run_dir")))
+        claimed = _claim(path, lease)
+        if isinstance(claimed, str):
+            done.append(claimed)
+        elif claimed and owner is not None:
+            done.append(f"run {lease.get('run_dir')}: the lease of its killed harness (pid {lease.get('pid')}) "
+                        f"dropped; the run is live again (pid {owner}) and left alone")
+        elif claimed:
+            done.append(_clean_up_run(lease))
     for line in done:
         say(line)
     return done
 
 
-def _claim_if_stale(path: Path) -> dict[str, Any] | None:
-    """The lease, if its owner is gone and this process won the race to handle it."""
+def clean_up_first(console: Any) -> list[str]:
+    """clean_up_stale, each line shown on `console` as `clean-up first: ...`."""
+    return clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
+
+
+def _read_leases() -> list[tuple[Path, dict[str, Any]]]:
+    """Every readable lease, oldest name first; unreadable ones (another user's, half written) skipped."""
     try:
-        lease = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(lease, dict):
-        return None
-    start = lease.get("start")
-    if isinstance(start, int) and local.process_alive(int(lease.get("pid", 0)), start):
-        return None
+        paths = sorted(leases_dir().glob("*.json")) if leases_dir().is_dir() else []
+    except OSError:
+        return []
+    leases = []
+    for path in paths:
+        try:
+            lease = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(lease, dict):
+            leases.append((path, lease))
+    return leases
+
+
+def _alive(lease: dict[str, Any]) -> bool:
+    start, pid = lease.get("start"), lease.get("pid")
+    return isinstance(start, int) and isinstance(pid, int) and local.process_alive(pid, start)
+
+
+def _claim(path: Path, lease: dict[str, Any]) -> bool | str:
+    """Remove a dead lease: True if this process won the race to handle it, False if another
+    did, or the line saying why it cannot be removed."""
     try:
         path.unlink()  # two harnesses may find it: only the one whose unlink succeeds handles it
     except FileNotFoundError:
-        return None
-    return lease
+        return False
+    except OSError as error:
+        return (f"run {lease.get('run_dir')}: its harness (pid {lease.get('pid')}) is gone but its lease "
+                f"{path} cannot be removed ({error.strerror or error}): run chaos as its owner to clean up")
+    return True
 
 
 def _clean_up_run(lease: dict[str, Any]) -> str:
@@ -87,6 +124,9 @@ def _clean_up_run(lease: dict[str, Any]) -> str:
         record = read_json(run_dir / "run.json")
     except StoreError:
         return f"run {run_dir}: its harness (pid {lease.get('pid')}) is gone and left no run.json"
+    except OSError as error:
+        return (f"run {run_dir}: its harness (pid {lease.get('pid')}) is gone; its run.json cannot be read "
+                f"({error.strerror or error})")
     cluster = record.get("cluster") or {}
     what = f"run {run_dir}: its harness (pid {lease.get('pid')}) was killed"
     if record.get("status") not in ("running", "checking"):
@@ -100,7 +140,10 @@ def _clean_up_run(lease: dict[str, Any]) -> str:
     record["status"] = "error"
     record["error"] = (f"the harness was killed (pid {lease.get('pid')}) before it could clean up; "
                        "the next chaos run cleaned up")
-    write_json(run_dir / "run.json", record)
+    try:
+        write_json(run_dir / "run.json", record)
+    except OSError as error:
+        outcome += f"; its run.json could not be updated ({error.strerror or error})"
     return outcome
 
 

@@ -180,9 +180,11 @@ def load(path: str | os.PathLike[str]) -> Inventory:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise InventoryError(f"inventory {path}: cannot read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise InventoryError(f"inventory {path}: not UTF-8 text (byte {error.start})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
@@ -190,6 +192,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(error, "problem", None) or str(error)
         raise InventoryError(f"inventory {path}: invalid YAML: {where}{one_line(problem)}") from None
+    except ValueError as error:  # an integer of thousands of digits (Python's conversion limit)
+        raise InventoryError(f"inventory {path}: a number too long to read ({str(error).split(':')[0]})") from None
     if not isinstance(data, dict):
         raise InventoryError(f"inventory {path}: the top level must be a mapping with a 'nodes' list")
     return data

@@ -533,11 +533,37 @@ def mounted(mountpoint: str) -> bool:
     return False
 
 
+WATCH_S = 1.0  # how often the daemon looks for its state directory
+
+
+def exit_when_gone(state_dir: str, mountpoint: str) -> None:
+    """End the daemon (unmounting lazily) once its state directory is gone: the run that
+    mounted it was removed (a cluster taken down, a work directory wiped), and a daemon
+    left serving an empty tree would hold the mount and its memory until the node reboots."""
+    import subprocess
+    import time
+
+    def watch() -> None:
+        while os.path.isdir(state_dir):
+            time.sleep(WATCH_S)
+        print(f"lazyfs: {state_dir} is gone: unmounting {mountpoint} and exiting", file=sys.stderr, flush=True)
+        for command in (["fusermount3", "-u", "-z", mountpoint], ["umount", "-l", mountpoint]):
+            try:
+                if subprocess.run(command, capture_output=True, timeout=10).returncode == 0:
+                    break
+            except (OSError, subprocess.SubprocessError):
+                continue
+        os._exit(0)
+
+    threading.Thread(target=watch, name="lazyfs-watch", daemon=True).start()
+
+
 def serve(state_dir: str, mountpoint: str) -> None:
     import mfusepy
     state = CrashState(state_dir)
     operations = _operations(state)
     serve_control(state, operations, mountpoint)
+    exit_when_gone(state_dir, mountpoint)
     # Cached attributes or names would hide a `lose` from the kernel: none are kept.
     mfusepy.FUSE(operations, mountpoint, foreground=True, nothreads=True, fsname="lazyfs",
                  subtype="lazyfs", attr_timeout=0, entry_timeout=0, negative_timeout=0)

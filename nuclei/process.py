@@ -271,11 +271,13 @@ def resume(pool: Any, journal: Journal, entry: JournalEntry, timeout: float = 10
 
 # A pid is trusted only if its argv names the directory (PIDs are shared by local nodes).
 _RESUME_STOPPED = _PSTAT + r"""
-dir=%(directory)s
+dir=%(directory)s; dir=${dir%%/}
 find "$dir" -name '*.pid' -type f 2>/dev/null | while read -r pf; do
   pid=$(head -c 32 "$pf" | tr -dc 0-9); [ -n "$pid" ] || continue
   s=$(pstat "$pid") || continue; set -- $s
-  tr '\0' '\n' 2>/dev/null </proc/"$pid"/cmdline | grep -qF -- "$dir" || continue
+  argv=$(tr '\0' '\n' 2>/dev/null </proc/"$pid"/cmdline) || continue
+  # the directory itself or a path under it: /w/n1 is not /w/n10
+  printf '%%s\n' "$argv" | grep -qF -- "$dir/" || printf '%%s\n' "$argv" | grep -qxF -- "$dir" || continue
   case "$1" in T|t) kill -CONT "$pid" && echo "$pid $pf";; esac
 done
 """

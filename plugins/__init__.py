@@ -18,7 +18,8 @@ def load_group(group: str, register: Callable[..., object]) -> list[str]:
             loaded = point.load()
             if inspect.isclass(loaded):
                 register(loaded, origin=origin)
-        except Exception as error:  # noqa: BLE001 - reported to the user as one line
+        # SystemExit too: a plugin calling sys.exit() at import must not end the harness
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - reported to the user as one line
             errors.append(f"entry point {point.name} = {point.value} ({origin}): "
                           f"{type(error).__name__}: {error}")
     return errors

@@ -98,16 +98,23 @@ def test_a_plugin_cannot_take_a_builtin_name(monkeypatch) -> None:
         faults.register(Impostor)
 
 
-def test_a_broken_plugin_is_reported_and_the_rest_still_load(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("module, source, problem", [
+    ("chaos_broken_missing", None, "chaos_broken_missing"),                        # no such module
+    ("chaos_exits_at_import", "import sys\nsys.exit('no config')\n", "SystemExit: no config"),
+])
+def test_a_broken_plugin_is_reported_and_the_rest_still_load(tmp_path, monkeypatch, module, source,
+                                                            problem) -> None:
     dist = tmp_path / "chaos_broken-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: chaos-broken\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[chaos.faults]\nbroken = chaos_broken_missing:Nope\n")
+    (dist / "entry_points.txt").write_text(f"[chaos.faults]\nbroken = {module}:Nope\n")
+    if source is not None:
+        (tmp_path / f"{module}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_registry", dict(registry._registry))
     registry.load_plugins(reload=True)
     try:
-        assert any("chaos_broken_missing" in problem for problem in registry.plugin_errors())
+        assert any(problem in line for line in registry.plugin_errors())
         assert "random-kill" in registry.names()
     finally:
         monkeypatch.undo()

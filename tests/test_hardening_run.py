@@ -213,7 +213,7 @@ def test_leases_of_live_harnesses_are_left_alone_and_dead_ones_are_handled_once(
     ended, running = tmp_path / "ended", tmp_path / "running"
     write_json(ended / "run.json", {"status": "complete", "cluster": {"source": "provisioned"}})
     write_json(running / "run.json", {"status": "running", "cluster": {"source": "provisioned", "name": "run-x"}})
-    mine = stale.take_lease(running)  # this process is alive: never stale
+    mine = stale.take_lease(tmp_path / "mine")  # this process is alive: never stale
     dead = multiprocessing.Process(target=lambda: None)
     dead.start()
     dead.join()

@@ -124,10 +124,18 @@ def _bad_invoke(event: dict, pos: int, pending: dict) -> None:
 
 def key_of(event: dict) -> Hashable:
     """The partition key of an event (None when it has none), made hashable."""
-    key = event.get("key")
-    if isinstance(key, list):
-        return tuple(key)
+    key = _frozen(event.get("key"))
+    try:
+        hash(key)
+    except TypeError:
+        raise HistoryError(f"event {event!r:.120}: its key holds a map; a key is a value or a list "
+                           f"of values") from None
     return key
+
+
+def _frozen(value: Any) -> Any:
+    """Lists (Jepsen's vectors) as tuples, at any depth, so they can key a dict."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
 def split_positions(history: Iterable[dict]) -> dict[Hashable, list[int]]:

@@ -252,6 +252,8 @@ def load_campaign(path: Path | str, rocketmq_version: str | None = None) -> Camp
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CampaignError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CampaignError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = yaml.safe_load(text)
         tree = yaml.compose(text)
@@ -259,6 +261,8 @@ def load_campaign(path: Path | str, rocketmq_version: str | None = None) -> Camp
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise CampaignError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    except ValueError as exc:  # an integer of thousands of digits (Python's conversion limit)
+        raise CampaignError(f"{path}: a number too long to read ({str(exc).split(':')[0]})") from None
     if not isinstance(data, dict):
         raise CampaignError(f"{path}: a campaign file is a YAML mapping (name:, profiles:, faults: ...)")
     if rocketmq_version is not None:

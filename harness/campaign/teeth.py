@@ -138,12 +138,19 @@ def _workloads(campaign: Campaign, bug: bug_library.Bug) -> tuple[str, ...]:
     return tuple(w for w in campaign.workloads if not bug.workloads or w in bug.workloads)
 
 
+def teeth_name(campaign: str, bug: str) -> str:
+    """The bug campaign's name, at most 64 characters: the campaign's name is shortened,
+    never the bug's, so two bugs' campaigns never share a name (nor their stores' runs)."""
+    suffix = f"-teeth-{bug}"
+    return campaign[:max(1, 64 - len(suffix))].rstrip("-.") + suffix
+
+
 def bug_campaign(campaign: Campaign, name: str) -> Campaign | None:
     """The campaign restricted to the cells that can expose `name`, with the bug switched on."""
     profiles, faults, missing = cells(campaign, name)
     if missing:
         return None
-    return campaign.model_copy(update={"name": f"{campaign.name}-teeth-{name}"[:64], "profiles": tuple(profiles),
+    return campaign.model_copy(update={"name": teeth_name(campaign.name, name), "profiles": tuple(profiles),
                                        "faults": tuple(faults), "bugs": (name,),
                                        "workloads": _workloads(campaign, bug_library.get(name))})
 

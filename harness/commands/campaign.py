@@ -65,6 +65,8 @@ def campaign(file: Path, rocketmq_version: str | None, resume: bool, only: str |
     except SpecError as exc:
         raise UserError(str(exc)) from None
     from harness.campaign.runner import CampaignRunner
+    from harness.stale import clean_up_first
+    clean_up_first(console)  # before a --resume moves a killed run's directory aside
     try:
         runner = CampaignRunner(spec, the_plan, file.resolve(), store, console, resume=resume,
                                 show_progress=not quiet)

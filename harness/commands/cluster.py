@@ -11,7 +11,7 @@ from rich.table import Table
 
 from harness.cli import UserError
 from harness.signals import stop_signals
-from harness.stale import clean_up_stale
+from harness.stale import clean_up_first
 from inventory import Inventory, InventoryError, Pool, docker, docker_image, load, netns
 
 PROVIDERS = {"netns": netns, "docker": docker}
@@ -53,7 +53,7 @@ def up(size: int, name: str, provider: str, image: str, subnet: str | None) -> N
     try:
         PROVIDERS[provider].check_can_provision(name, size)
         with stop_signals():  # SIGTERM/SIGHUP: up removes what it made, as on Ctrl-C
-            clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
+            clean_up_first(console)
             with console.status(f"creating cluster {name} with {size} nodes") as status:
                 def progress(node: str) -> None:
                     status.update(f"creating cluster {name}: node {node} of {size} is up, waiting for the rest")

@@ -2,9 +2,13 @@
 
 Removes the run directories of old campaigns, keeping for each campaign name the
 newest N, every campaign that failed a gate or did not finish (their evidence),
-and, of every removed campaign, campaign.json plus its pages: the trend page
-reads campaign.json and the runs' verdict files, so trends survive gc. Ad-hoc
-`chaos run` campaigns are only touched with --include-runs.
+every ad-hoc or shrink campaign with a run that failed, stopped or is still
+running, and, of every pruned campaign, campaign.json plus its pages: the trend
+page reads campaign.json and the runs' verdict files, so trends survive gc.
+Reproducers survive too: each pruned run keeps its schedule.yaml and its shrink
+records (`shrink/`, `shrink-N/`), and a run that did not complete is kept whole.
+Ad-hoc `chaos run` campaigns are only touched with --include-runs. Nothing is
+written or removed outside the store.
 """
 from __future__ import annotations
 
@@ -16,11 +20,13 @@ from typing import Any
 import click
 
 from harness.cli import UserError
-from harness.store import LATEST
-from records import CampaignJson, StoreFormatError, read_model
+from harness.store import LATEST, write_text
+from records import CampaignJson, ResultsJson, RunJson, StoreFormatError, read_model
 
-# What a pruned campaign keeps: enough for trend.html and index.html.
-KEPT_FILES = ("run.json", "results.json")
+# What a pruned run keeps: enough for trend.html and index.html, and its reproducers.
+KEPT_FILES = ("run.json", "results.json", "schedule.yaml")
+RUN_PARENTS = ("runs", "interrupted")
+GC_MARKER = "gc.txt"
 
 
 @dataclass(frozen=True)
@@ -66,28 +72,68 @@ def decide(store: Path, keep_nights: int, include_runs: bool = False) -> list[De
             decisions.append(Decision(path, True, f"unfinished ({meta.get('status')}): resumable"))
         elif failed_a_gate(meta):
             decisions.append(Decision(path, True, "failed a gate: kept as evidence"))
+        elif kind != "campaign" and (unsettled := _unsettled_run(path)):
+            decisions.append(Decision(path, True, f"run {unsettled}: kept as evidence"))
         else:
             decisions.append(Decision(path, False, f"older than the newest {keep_nights} of {name}"))
     return decisions
 
 
+def run_state(run: Path) -> str | None:
+    """Why a run directory must stay whole (`interrupted`, `running`, `invalid`, ...), or None
+    for a run that completed with a valid verdict. Unreadable records count as unsettled."""
+    try:
+        status = read_model(RunJson, run / "run.json").status
+    except (OSError, StoreFormatError):
+        return "without a readable run.json"
+    if status != "complete":
+        return str(status or "without a status")
+    try:
+        valid = read_model(ResultsJson, run / "results.json").valid
+    except (OSError, StoreFormatError):
+        return "without a verdict"
+    return None if valid is True else ("invalid" if valid is False else "of unknown validity")
+
+
+def _unsettled_run(campaign: Path) -> str | None:
+    for parent in RUN_PARENTS:
+        for run in _run_dirs(campaign / parent):
+            if (state := run_state(run)) is not None:
+                return f"{run.name} is {state}"
+    return None
+
+
+def _kept(child: Path) -> bool:
+    return child.name in KEPT_FILES or (child.name == "shrink" or child.name.startswith("shrink-"))
+
+
 def prune(path: Path, store: Path) -> int:
     """Remove a campaign's bulk (histories, logs, Parquet, run reports), keeping
-    campaign.json, its pages and each run's run.json/results.json. Bytes freed.
+    campaign.json, its pages and each run's run.json/results.json and reproducers
+    (schedule.yaml, shrink records). A run that did not complete stays whole. Bytes freed.
 
     Symlinked directories are never entered and every path removed must lie
     inside the store: a link to elsewhere loses at most the link itself."""
     freed = 0
     root = store.resolve()
-    for run in _run_dirs(path / "runs") + _run_dirs(path / "interrupted"):
+    for run in (run for parent in RUN_PARENTS for run in _run_dirs(path / parent)):
+        state = run_state(run)
+        if state is not None and state not in ("invalid", "of unknown validity"):
+            continue
         for child in run.iterdir():
-            if child.name in KEPT_FILES or not _inside(child, root):
+            if _kept(child) or not _inside(child, root):
                 continue
             freed += _size(child)
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-    marker = path / "gc.txt"
-    marker.write_text("histories, logs and run reports removed by `chaos gc`; verdicts and timings kept\n")
+    # write_text renames a new file over the name: a planted link is replaced, never followed
+    write_text(path / GC_MARKER, "histories, logs and run reports removed by `chaos gc`; "
+                                 "verdicts, timings and reproducers kept\n")
     return freed
+
+
+def already_pruned(path: Path) -> bool:
+    marker = path / GC_MARKER
+    return marker.is_file() and not marker.is_symlink()
 
 
 def _run_dirs(parent: Path) -> list[Path]:
@@ -118,9 +164,11 @@ def _size(path: Path) -> int:
 def gc(keep_nights: int, store: Path, include_runs: bool, dry_run: bool) -> None:
     """Free space in the store: old campaigns lose their histories, logs and run
     reports. Kept whole: the newest N campaigns of each name, every campaign that
-    failed a gate (its evidence) and every unfinished one. Kept always: each
-    campaign's campaign.json and pages and each run's verdicts, so trend.html and
-    index.html still show every night."""
+    failed a gate (its evidence), every unfinished one, and (with --include-runs)
+    every ad-hoc or shrink campaign with a failed, stopped or running run. Kept
+    always: each campaign's campaign.json and pages, each run's verdicts and
+    reproducers (schedule.yaml, shrink records), and every run that did not
+    complete, so trend.html, index.html and the reproducer links still work."""
     if not store.is_dir():
         raise UserError(f"--store {store}: no such directory")
     freed = 0
@@ -128,7 +176,7 @@ def gc(keep_nights: int, store: Path, include_runs: bool, dry_run: bool) -> None
         if decision.keep:
             click.echo(f"keep   {decision.path.name}: {decision.reason}")
             continue
-        if (decision.path / "gc.txt").exists():
+        if already_pruned(decision.path):
             click.echo(f"pruned {decision.path.name}: already")
             continue
         click.echo(f"prune  {decision.path.name}: {decision.reason}")

@@ -14,7 +14,7 @@ from harness import plan, schedule
 from harness.cli import UserError
 from harness.edn import EdnError, export_run, import_history, load_history
 from harness.signals import stop_signals
-from harness.stale import clean_up_stale
+from harness.stale import clean_up_first
 from harness.spec import (RunSpec, SpecError, build_spec, check_can_run_here, check_store_writable,
                           known_profiles, known_workloads)
 from harness.store import Store, StoreError, check_writable, find_run_dir
@@ -155,7 +155,7 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     if warning:
         console.print(f"[yellow]{warning}[/]", soft_wrap=True, highlight=False)
     with stop_signals(lambda: console.print("[yellow]stopping: please wait[/]")):  # SIGTERM, SIGHUP = Ctrl-C
-        clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
+        clean_up_first(console)
         outcome = RunLifecycle(spec, console, show_progress=not quiet).execute()
     if outcome.error:
         console.print(f"[red]run {outcome.status}:[/] {outcome.error}", highlight=False, soft_wrap=True)

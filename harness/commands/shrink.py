@@ -1,8 +1,12 @@
 """`chaos shrink RUN`: turn a failing run into a minimal replayable schedule (docs/shrink.md)."""
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -15,6 +19,19 @@ DEFAULTS = Settings()
 
 def register(cli: click.Group) -> None:
     cli.add_command(shrink)
+
+
+@contextlib.contextmanager
+def on_its_nodes(original: Any) -> Iterator[Any]:
+    """The run with an inventory: its own, or a throwaway local cluster of the run's provider
+    and size, brought up now and taken down after the shrink (also after a stop)."""
+    if original.provision is None:
+        yield original
+        return
+    from harness.shrink.campaign import nodes_for
+    provider, nodes = original.provision
+    with nodes_for(None, nodes, provider, click.echo) as inventory:
+        yield dataclasses.replace(original, inventory=inventory)
 
 
 @click.command()
@@ -32,7 +49,8 @@ def register(cli: click.Group) -> None:
 @click.option("--confirm", type=click.IntRange(0, 20), default=DEFAULTS.confirm, show_default=True,
               help="Tries of the minimal schedule in all, for its reproduction rate (within the budget).")
 @click.option("--inventory", type=click.Path(path_type=Path, dir_okay=False),
-              help="Nodes to run the candidates on [default: the run's, if they are still there].")
+              help="Nodes to run the candidates on [default: the run's, if they are still there; for a "
+                   "run on a throwaway local cluster, a new one of its provider and size].")
 @click.option("--rocketmq-version", metavar="V",
               help="Run the candidates on this real RocketMQ release instead of the run's own (rmq-* runs) "
                    "[default: the run's].")
@@ -48,7 +66,7 @@ def shrink(run_dir: Path, anomaly: str | None, tries: int, share: float, max_run
     from harness.shrink import original as original_run
     from harness.shrink.session import choose_target, shrink as search
     from harness.signals import stop_signals
-    from harness.stale import clean_up_stale
+    from harness.stale import clean_up_first
     console = Console(stderr=True)
     try:
         original = original_run.load(run_dir, inventory)
@@ -57,13 +75,22 @@ def shrink(run_dir: Path, anomaly: str | None, tries: int, share: float, max_run
         choose_target(original, anomaly)
     except original_run.ShrinkRefused as exc:
         raise UserError(str(exc)) from None
+    if original.provision is not None:  # refused now, not after the search has begun
+        from inventory import InventoryError, docker, netns
+        provider, nodes = original.provision
+        try:
+            (docker if provider == "docker" else netns).check_can_provision("shr-check", nodes)
+        except InventoryError as exc:
+            raise UserError(f"{original.run.path}: its nodes were a throwaway {provider} cluster, and a new one "
+                            f"cannot be brought up: {exc}") from None
     settings = Settings(tries=tries, share=share, max_runs=max_runs, max_seconds=max_minutes * 60,
                         confirm=confirm)
     click.echo(f"shrinking {original.run.path} ({', '.join(sorted(original.classes))}); "
                f"{len(original.schedule.windows)} fault windows, {original.schedule.shape.time:g}s")
     with stop_signals(lambda: console.print("[yellow]stopping: healing, keeping what was found[/]")):
-        clean_up_stale(lambda line: console.print(f"clean-up first: {line}", highlight=False, soft_wrap=True))
-        result = search(original, settings, console, anomaly, log=click.echo)
+        clean_up_first(console)
+        with on_its_nodes(original) as candidate_run:
+            result = search(candidate_run, settings, console, anomaly, log=click.echo)
     outcome = result.outcome
     minimal = outcome.minimal
     click.echo(f"shrink {outcome.status} after {outcome.runs} runs in {outcome.seconds:.0f}s")

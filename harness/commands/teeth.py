@@ -74,6 +74,8 @@ def teeth(file: Path, bugs: tuple[str, ...], store: Path, rocketmq_version: str 
     if dry_run:
         print_dry_run(spec, names, store, as_json)
         return
+    from harness.stale import clean_up_first
+    clean_up_first(console)
     began = time.monotonic()
     verdicts = run_teeth(spec, file.resolve(), store, names, console, show_progress=not quiet)
     wall = time.monotonic() - began

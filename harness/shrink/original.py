@@ -3,8 +3,10 @@
 Refused, each with one line (ShrinkRefused): a path that is not a run, a run
 that is valid or has no verdict, a run recorded by an older harness (no
 schedule.yaml), a run whose profile no longer exists, or one whose nodes are
-gone (a cluster brought up for the run and taken down after it, or an
-inventory file that no longer exists) unless other nodes are given.
+gone (an inventory file that no longer exists, or a throwaway cluster of an
+older harness that did not record its provider and size) unless other nodes
+are given. A run on a throwaway local cluster is shrunk on a new throwaway
+cluster of the same provider and size (`provision`), taken down after.
 """
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ class OriginalRun:
     schedule: schedule_file.Schedule
     classes: frozenset[str]
     spec: dict[str, Any]
-    inventory: Path
+    inventory: Path | None
+    provision: tuple[str, int] | None = None   # (provider, nodes): a throwaway cluster like the run's
 
     @property
     def store(self) -> Path:
@@ -68,7 +71,20 @@ def load(path: Path, inventory: Path | None = None) -> OriginalRun:
         raise ShrinkRefused(f"{run.path}: profile {schedule.profile!r} no longer exists "
                             f"(known: {', '.join(known_profiles())})")
     classes = _classes(run)
-    return OriginalRun(run, schedule, classes, record.spec, _nodes(run, record, inventory))
+    provision = None if inventory is not None else _throwaway(record)
+    nodes = None if provision else _nodes(run, record, inventory)
+    return OriginalRun(run, schedule, classes, record.spec, nodes, provision)
+
+
+def _throwaway(record: RunJson) -> tuple[str, int] | None:
+    """The provider and size of the throwaway local cluster the run brought up, if recorded."""
+    cluster = record.cluster
+    provider, nodes = cluster.get("provider"), cluster.get("nodes")
+    if cluster.get("source") != "provisioned" or provider not in ("netns", "docker"):
+        return None
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+        return None
+    return provider, nodes
 
 
 def on_release(original: OriginalRun, version: str) -> OriginalRun:
@@ -106,7 +122,8 @@ def _nodes(run: RunDir, record: RunJson, inventory: Path | None) -> Path:
     source = cluster.get("file") or (record.inventory or {}).get("source")
     if cluster.get("source") == "provisioned" or not source:
         raise ShrinkRefused(f"{run.path}: its nodes are gone (a cluster brought up for the run and taken "
-                            f"down after it); bring nodes up (`chaos up`) and pass --inventory FILE")
+                            f"down after it, its provider and size not recorded); bring nodes up "
+                            f"(`chaos up`) and pass --inventory FILE")
     if not Path(source).is_file():
         raise ShrinkRefused(f"{run.path}: its nodes are gone (inventory {source} no longer exists); "
                             f"pass --inventory FILE")

@@ -5,6 +5,9 @@ The record lives in the original run's directory, under `shrink/`:
 one), `original.yaml`, `minimal.yaml` (the best schedule so far, also after
 a stop) and `index.html` (the two schedules side by side). The candidates'
 runs are a campaign of their own (`<store>/<id>-shrink/runs/try-NNN`).
+A later shrink of the same run first moves the earlier record aside to
+`shrink-1/`, `shrink-2/`, ... (the highest number is the most recent), so a
+second shrink that is stopped before its first trial loses nothing.
 """
 from __future__ import annotations
 
@@ -55,8 +58,12 @@ def choose_target(original: OriginalRun, anomaly: str | None) -> str:
 
 
 def replay_command(minimal_file: Path, original: OriginalRun) -> str:
-    return shlex.join(["chaos", "run", "--schedule", str(minimal_file), "--inventory", str(original.inventory),
-                       "--store", str(original.store)])
+    if original.provision is not None:  # its nodes were a throwaway cluster: so are the replay's
+        provider, nodes = original.provision
+        where = ["--nodes", str(nodes)] + (["--provider", provider] if provider != "netns" else [])
+    else:
+        where = ["--inventory", str(original.inventory)]
+    return shlex.join(["chaos", "run", "--schedule", str(minimal_file), *where, "--store", str(original.store)])
 
 
 class Recorder:
@@ -65,7 +72,8 @@ class Recorder:
     def __init__(self, original: OriginalRun, target: str, settings: Settings, campaign_id: str) -> None:
         self.original = original
         self.dir = original.run.path / RECORD_DIR
-        self.dir.mkdir(exist_ok=True)
+        set_aside(self.dir)
+        self.dir.mkdir()
         self.head = {"kind": "shrink", "run": str(original.run.path), "target": target,
                      "classes": sorted(original.classes), "settings": vars(settings) | {"needed": settings.needed},
                      "campaign_id": campaign_id, "started_at": _now()}
@@ -88,6 +96,17 @@ class Recorder:
                 "tries": outcome.minimal_tries, "failed": outcome.minimal_failed,
                 "rate": round(outcome.reproduction_rate, 3)}, "command": command})
         write_json(self.dir / RECORD_FILE, doc)
+
+
+def set_aside(record_dir: Path) -> Path | None:
+    """Move an earlier record to the next free `shrink-N` beside it; where it went."""
+    if not record_dir.exists() and not record_dir.is_symlink():
+        return None
+    numbers = [int(p.name.rpartition("-")[2]) for p in record_dir.parent.glob(f"{RECORD_DIR}-*")
+               if p.name.rpartition("-")[2].isdigit()]
+    aside = record_dir.with_name(f"{RECORD_DIR}-{max(numbers, default=0) + 1}")
+    record_dir.rename(aside)
+    return aside
 
 
 def _attempt_json(attempt: Attempt) -> dict[str, Any]:
