@@ -35,6 +35,7 @@ from typing import Any
 from nuclei.journal import Journal, JournalEntry
 from nuclei.net import is_peer_address
 from nuclei.remote import NucleusError, sh
+from nuclei import shape
 from nuclei.shape import DEFAULT_ROOTS, device
 
 KINDS = ("delay", "reorder", "duplicate", "corrupt")
@@ -212,34 +213,13 @@ def _stop_nfqueue(pool: Any, entry: JournalEntry) -> dict[str, Any]:
 
 # --- netem -----------------------------------------------------------------
 
-_NETEM_ADD = f"""
-root=$(tc qdisc show dev %(dev)s root 2>/dev/null | head -1)
-case "$root" in
-  *" 0: root"*|"") ;;
-  *) kind=$(echo "$root" | cut -d' ' -f2)
-     case " %(defaults)s " in *" $kind "*) ;; *) echo "busy=$kind"; exit 6;; esac;;
-esac
-tc qdisc replace dev %(dev)s root handle {HANDLE}: htb default 1 r2q 100000 || exit 5
-tc class add dev %(dev)s parent {HANDLE}: classid {HANDLE}:1 htb rate 100gbit || exit 5
-tc class add dev %(dev)s parent {HANDLE}: classid {HANDLE}:2 htb rate 100gbit || exit 5
-tc qdisc add dev %(dev)s parent {HANDLE}:2 handle {int(HANDLE, 16) + 1:x}: netem %(netem)s limit 10000 || exit 5
-%(filters)s
-echo "filters=$(tc filter show dev %(dev)s parent {HANDLE}: | grep -c 'flowid {HANDLE}:2')"
-"""
-
-_NETEM_DELETE = f"""
-if tc qdisc show dev %(dev)s root 2>/dev/null | grep -q '^qdisc htb {HANDLE}: root'; then
-  tc qdisc del dev %(dev)s root || exit 5
-fi
-echo "left=$(tc qdisc show dev %(dev)s 2>/dev/null | grep -c ' {HANDLE}: ')"
-"""
+_NETEM_ADD = shape.add_script(HANDLE, "rate 100gbit", "netem %(netem)s limit 10000")
+_NETEM_DELETE = shape.delete_script(HANDLE)
 
 
 def _start_netem(pool: Any, entry: JournalEntry, degradation: Degradation) -> None:
     node, dev = entry.node, entry.params["dev"]
-    filters = "\n".join(
-        f"tc filter add dev {dev} parent {HANDLE}: protocol ip prio 1 u32 match ip dst "
-        f"{shlex.quote(peer)}/32 flowid {HANDLE}:2 || exit 5" for peer in entry.params["peers"])
+    filters = shape.peer_filters(HANDLE, dev, entry.params["peers"])
     result = sh(pool, node, _NETEM_ADD % {"dev": dev, "netem": degradation.netem(), "filters": filters,
                                           "defaults": " ".join(DEFAULT_ROOTS)})
     if result.exited == 6:

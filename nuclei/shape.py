@@ -36,27 +36,49 @@ dev=$(ip -o route get %(peer)s 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/
 echo "dev=$dev"
 """
 
-_ADD = f"""
+def add_script(handle: str, limited_class: str, leaf: str = "") -> str:
+    """The shell script that puts an HTB root of `handle` on %(dev)s: class 1 (the default)
+    unlimited, class 2 with the tc class arguments `limited_class` and an optional leaf
+    qdisc, then %(filters)s; a root qdisc that is ours or not a default one is refused
+    (exit 6). It prints how many filters lead into class 2."""
+    leaf_line = f"tc qdisc add dev %(dev)s parent {handle}:2 handle {int(handle, 16) + 1:x}: {leaf} || exit 5\n" \
+        if leaf else ""
+    return f"""
 root=$(tc qdisc show dev %(dev)s root 2>/dev/null | head -1)
 case "$root" in
-  "qdisc htb {HANDLE}:"*) echo "busy=ours"; exit 6;;
+  "qdisc htb {handle}:"*) echo "busy=ours"; exit 6;;
   *" 0: root"*|"") ;;
   *) kind=$(echo "$root" | cut -d' ' -f2)
      case " %(defaults)s " in *" $kind "*) ;; *) echo "busy=$kind"; exit 6;; esac;;
 esac
-tc qdisc replace dev %(dev)s root handle {HANDLE}: htb default 1 r2q 100000 || exit 5
-tc class add dev %(dev)s parent {HANDLE}: classid {HANDLE}:1 htb rate 100gbit || exit 5
-tc class add dev %(dev)s parent {HANDLE}: classid {HANDLE}:2 htb rate %(rate)s ceil %(rate)s || exit 5
-%(filters)s
-echo "filters=$(tc filter show dev %(dev)s parent {HANDLE}: | grep -c 'flowid {HANDLE}:2')"
+tc qdisc replace dev %(dev)s root handle {handle}: htb default 1 r2q 100000 || exit 5
+tc class add dev %(dev)s parent {handle}: classid {handle}:1 htb rate 100gbit || exit 5
+tc class add dev %(dev)s parent {handle}: classid {handle}:2 htb {limited_class} || exit 5
+{leaf_line}%(filters)s
+echo "filters=$(tc filter show dev %(dev)s parent {handle}: | grep -c 'flowid {handle}:2')"
 """
 
-_DELETE = f"""
-if tc qdisc show dev %(dev)s root 2>/dev/null | grep -q '^qdisc htb {HANDLE}: root'; then
+
+def delete_script(handle: str) -> str:
+    """The shell script that deletes the HTB root of `handle` on %(dev)s, if there, and
+    prints how many qdiscs of that handle are left."""
+    return f"""
+if tc qdisc show dev %(dev)s root 2>/dev/null | grep -q '^qdisc htb {handle}: root'; then
   tc qdisc del dev %(dev)s root || exit 5
 fi
-echo "left=$(tc qdisc show dev %(dev)s 2>/dev/null | grep -c ' {HANDLE}: ')"
+echo "left=$(tc qdisc show dev %(dev)s 2>/dev/null | grep -c ' {handle}: ')"
 """
+
+
+def peer_filters(handle: str, dev: str, peers: Sequence[str]) -> str:
+    """One u32 filter per peer sending its packets into class 2 of `handle`."""
+    return "\n".join(
+        f"tc filter add dev {dev} parent {handle}: protocol ip prio 1 u32 match ip dst "
+        f"{shlex.quote(peer)}/32 flowid {handle}:2 || exit 5" for peer in peers)
+
+
+_ADD = add_script(HANDLE, "rate %(rate)s ceil %(rate)s")
+_DELETE = delete_script(HANDLE)
 
 _OURS_ANYWHERE = f"""
 for dev in $(ls /sys/class/net); do
@@ -86,10 +108,7 @@ def bandwidth(pool: Any, journal: Journal, node: str, peers: Sequence[str], rate
             raise NucleusError(f"node {node}: peer address {peer!r} is not an IPv4 address or host name")
     dev = device(pool, node, peers[0])
     entry = journal.record("bandwidth", node, peers=peers, rate=rate, dev=dev)
-    filters = "\n".join(
-        f"tc filter add dev {dev} parent {HANDLE}: protocol ip prio 1 u32 match ip dst "
-        f"{shlex.quote(peer)}/32 flowid {HANDLE}:2 || exit 5" for peer in peers)
-    result = sh(pool, node, _ADD % {"dev": dev, "rate": rate, "filters": filters,
+    result = sh(pool, node, _ADD % {"dev": dev, "rate": rate, "filters": peer_filters(HANDLE, dev, peers),
                                     "defaults": " ".join(DEFAULT_ROOTS)})
     if result.exited == 6:
         journal.mark_undone(entry, applied=False)
