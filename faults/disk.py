@@ -36,11 +36,13 @@ def _one_of(allowed: tuple[str, ...]):
 
 
 # Which operations a rule hits (read, write, fsync; a write is also a create, mkdir or truncate).
-DiskOps = Annotated[tuple[str, ...], BeforeValidator(_one_of(OPERATIONS))]
+DiskOps = Annotated[tuple[str, ...], BeforeValidator(_one_of(OPERATIONS)),
+                    Field(description=f"operations, comma-separated ({','.join(OPERATIONS)})")]
 # Which files: the commit log, consume queues, the Raft log (model raftstore, DLedger data),
 # metadata (configs, offsets, checkpoints, epochs), or all.
-DiskFiles = Annotated[tuple[str, ...], BeforeValidator(_one_of(FILE_KINDS))]
-DelayMs = Annotated[int, Field(ge=1, le=MAX_DELAY_MS)]
+DiskFiles = Annotated[tuple[str, ...], BeforeValidator(_one_of(FILE_KINDS)),
+                      Field(description=f"file kinds, comma-separated ({','.join(FILE_KINDS)})")]
+DelayMs = Annotated[int, Field(ge=1, le=MAX_DELAY_MS, description=f"milliseconds in [1, {MAX_DELAY_MS}]")]
 
 
 class DiskFault:

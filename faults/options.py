@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import AfterValidator, BeforeValidator, Field, PydanticUserError, TypeAdapter, ValidationError
 
@@ -117,4 +117,8 @@ def describe(annotation: Any) -> str:
         return _SHOWN[name]
     if annotation is inspect.Parameter.empty:
         return "value"
+    if get_origin(annotation) is Annotated:  # a nemesis's own option type: its description, else its base
+        base, *extras = get_args(annotation)
+        described = [extra.description for extra in extras if getattr(extra, "description", None)]
+        return described[0] if described else describe(base)
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
