@@ -283,3 +283,78 @@ def test_processes_start_exactly_as_before_unless_the_run_has_a_clock_fault(tmp_
         assert hooks == [f"before {ref.name}", f"after {ref.name} 4242"]
         # The model's leases read the monotonic clock, RocketMQ's the wall clock.
         assert ("FAKETIME_DONT_FAKE_MONOTONIC" in env) == profile.startswith("rmq-")
+
+
+# -- on a local cluster ------------------------------------------------------------------------------
+
+PROBE = "import time\nwhile True:\n    print(repr(time.time()), flush=True)\n    time.sleep(0.2)\n"
+
+
+def test_a_skew_really_moves_a_process_clock_on_a_node_and_heal_leaves_nothing(netns_cluster, tmp_path):
+    """A tiny python3 on the node, started under the preload as the deployer starts the SUT,
+    prints time.time(): it jumps 20 s with the fault and comes back at stop; after the heal
+    neither the timestamp files nor libfaketime's /dev/shm segments are left."""
+    inventory, pool = netns_cluster
+    node = inventory.nodes[0]
+    journal = Journal(tmp_path / "journal.jsonl")
+    clock.prepare(pool, journal, node.name, node.workdir)
+    env = clock.preload_env(clock.find_library(pool, node.name), node.workdir, "probe", fake_monotonic=False)
+    probe = Proc(node=node.name, name="probe", role="broker", pidfile=f"{node.workdir}/probe/probe.pid",
+                 argv=("python3", "-c", PROBE), env=env, logfile=f"{node.workdir}/probe/probe.out")
+    clock.before_start(pool, journal, node.name, node.workdir, "probe")
+    pid = pool.start_detached(node.name, list(probe.argv), probe.pidfile, probe.logfile, env=probe.env)
+    clock.started(pool, node.name, node.workdir, pid)
+    ctx = FaultContext(pool=pool, nodes=[node], rng=random.Random(1), journal=journal,
+                       processes=lambda name: [probe] if name == node.name else [])
+
+    def ahead_s() -> float:
+        time.sleep(1.5)  # the file is read again within a second, then one more print
+        last = pool.read_file(node.name, probe.logfile).decode().strip().splitlines()[-1]
+        return float(last) - time.time()
+
+    try:
+        assert abs(ahead_s()) < 1
+        fault = registry.create("fixed-clock-skew", targets=node.name, ms="20000", direction="forward")
+        handle = fault.start(ctx)
+        assert handle.details["clocks"][f"{node.name}/probe"]["skew_ms"] == 20000
+        assert ahead_s() == pytest.approx(20, abs=1)
+        fault.stop(ctx, handle)
+        assert abs(ahead_s()) < 1
+    finally:
+        pool.run(node.name, f"kill -9 {int(pid)}", check=False)
+        time.sleep(0.3)
+    shm = f"/dev/shm/faketime_shm_{pid}"
+    assert pool.run(node.name, ["test", "-e", shm], check=False).exited == 0  # SIGKILL left it
+    report = heal(pool, journal, unmount=True)
+    assert report.ok, report.errors
+    assert not journal.pending()
+    left = pool.run(node.name, f"ls -d {node.workdir}/faketime {shm} /dev/shm/sem.faketime_sem_{pid} 2>/dev/null",
+                    check=False).stdout.strip()
+    assert left == ""
+    pool.run(node.name, ["rm", "-rf", f"{node.workdir}/probe"])
+
+
+def test_a_short_model_run_under_a_clock_skew_is_valid_and_healed(netns_cluster, tmp_path):
+    from rich.console import Console
+
+    from harness.run import RunLifecycle
+    from harness.spec import build_spec
+
+    inventory, pool = netns_cluster
+    spec = build_spec({"workload": "queue", "time": 14, "interval": 5, "recovery": 8, "seed": 45, "rate": 30,
+                       "inventory": inventory.source, "store": tmp_path / "store", "profile": "controller-3",
+                       "faults": ["random-clock-skew:ms=5000"], "targets": ["brokers"]})
+    outcome = RunLifecycle(spec, Console(stderr=True, force_terminal=False), show_progress=False).execute()
+    assert outcome.status == "complete", outcome.error
+    run_dir = outcome.run.path
+    assert outcome.valid is True, json.loads((run_dir / "results.json").read_text())["checkers"]
+    starts = [json.loads(line) for line in (run_dir / "nemesis.jsonl").read_text().splitlines()]
+    skews = [ev for ev in starts if ev["f"] == "random-clock-skew" and ev["value"]["phase"] == "start"]
+    recorded = json.dumps(skews)
+    assert "libfaketime" in recorded and "x1.000000000" in recorded, recorded[:2000]
+    journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+    applied = {e["id"] for e in journal if e["event"] == "apply"}
+    assert {e["action"] for e in journal if e["event"] == "apply"} >= {clock.FILES_ACTION, clock.ACTION}
+    assert applied == {e["id"] for e in journal if e["event"] == "undo"}
+    for node in inventory.nodes:
+        assert pool.run(node.name, ["test", "-e", f"{node.workdir}/faketime"], check=False).exited != 0
