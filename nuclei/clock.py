@@ -12,8 +12,8 @@ spec has none.
 libfaketime computes `start + offset + (now - start) * rate`, with `start` the
 instant the process loaded it. A drift applied at instant A should start from the
 true time, so each process gets the offset `skew + (start - A) * (rate - 1)`, with its
-own start read from /proc (`spec`): the clock moves on from A at the new rate
-instead of jumping by the drift it would have had since its start.
+own start read from /proc (the node script `_WRITE`): the clock moves on from A at the
+new rate instead of jumping by the drift it would have had since its start.
 
 libfaketime 0.9.10 (Debian bookworm) keeps a small shared-memory segment and a
 semaphore per process tree in /dev/shm, named by the pid that loaded it first; a
@@ -190,20 +190,20 @@ def undo(pool: Any, journal: Journal, entry: JournalEntry) -> list[str]:
     return json.loads(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else []
 
 
-# Removes the libfaketime segments of noted pids that are gone, then the directory;
-# exits 3 naming a noted pid still alive (its process still follows a file here).
+# Removes the libfaketime segments of noted pids that are gone (or zombies), then the
+# directory; exits 3 naming a noted pid still alive (its process still follows a file here).
 _REMOVE = r"""
 dir=%(dir)s
 [ -d "$dir" ] || exit 0
 if [ -f "$dir/pids" ]; then
   for pid in $(tr -dc '0-9\n' < "$dir/pids" | sort -u); do
-    if [ -e "/proc/$pid" ]; then
-      # a pid reused by a stranger keeps its segments; one of ours still runs: refuse
+    st=$(cat "/proc/$pid/stat" 2>/dev/null) && st=${st##*") "} && [ "${st%% *}" != Z ] && {
+      # one of ours still runs: refuse; a pid reused by a stranger keeps its segments
       if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qF "FAKETIME_TIMESTAMP_FILE=$dir/"; then
         echo "alive $pid"; exit 3
       fi
       continue
-    fi
+    }
     rm -f "/dev/shm/faketime_shm_$pid" "/dev/shm/sem.faketime_sem_$pid"
   done
 fi

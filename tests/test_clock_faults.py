@@ -206,6 +206,24 @@ def test_the_files_stay_while_a_preloaded_process_runs(tmp_path):
     assert not journal.pending() and not Path(workdir, "faketime").exists()
 
 
+def test_a_zombie_counts_as_gone_and_its_segments_are_removed(tmp_path):
+    pool, journal = LocalPool(), Journal(tmp_path / "journal.jsonl")
+    workdir = str(tmp_path / "n1")
+    entry = clock.prepare(pool, journal, "n1", workdir)
+    env = {**os.environ, "FAKETIME_TIMESTAMP_FILE": clock.timestamp_file(workdir, "p")}
+    zombie = subprocess.Popen(["true"], env=env)
+    try:
+        while open(f"/proc/{zombie.pid}/stat").read().rsplit(") ", 1)[1][0] != "Z":
+            time.sleep(0.02)
+        clock.started(pool, "n1", workdir, zombie.pid)
+        shm = Path(f"/dev/shm/sem.faketime_sem_{zombie.pid}")
+        shm.write_bytes(b"\0" * 32)
+        clock.remove(pool, journal, entry)
+        assert not shm.exists() and not journal.pending()
+    finally:
+        zombie.wait()
+
+
 # -- the faults on a context ------------------------------------------------------------------------------
 
 def context(tmp_path, env_for=lambda name: {}) -> tuple[FaultContext, list[Proc]]:
