@@ -197,7 +197,7 @@ dir=%(dir)s
 [ -d "$dir" ] || exit 0
 if [ -f "$dir/pids" ]; then
   for pid in $(tr -dc '0-9\n' < "$dir/pids" | sort -u); do
-    st=$(cat "/proc/$pid/stat" 2>/dev/null) && st=${st##*") "} && [ "${st%% *}" != Z ] && {
+    st=$(cat "/proc/$pid/stat" 2>/dev/null) && st=${st##*") "} && [ "${st%%%% *}" != Z ] && {
       # one of ours still runs: refuse; a pid reused by a stranger keeps its segments
       if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qF "FAKETIME_TIMESTAMP_FILE=$dir/"; then
         echo "alive $pid"; exit 3
