@@ -164,10 +164,18 @@ class ClockStrobeFault(ClockFault):
         handle = Strobing(targets=chosen, actions=actions, details=details)
         shifts = [clock.ClockShift(), self.shift(ctx)]  # flip 1 goes back to true time
 
+        ids = {action.entry.id for action in actions}
+
+        def in_force() -> bool:
+            """Not stopped, and not healed behind the fault's back (a heal, then the next run's files)."""
+            return not handle.halt.is_set() and any(entry.id in ids for entry in ctx.journal.pending())
+
         def flip() -> None:
-            while not handle.halt.wait(self.period):
+            while not handle.halt.wait(self.period) and in_force():
                 how = shifts[(handle.flips[0] + 1) % 2]
                 for node in chosen:  # the journal entry of the start covers every flip: a heal resets
+                    if handle.halt.is_set():
+                        return
                     try:
                         clock.write(ctx.pool, node, [(p, pid) for p, pid, _ in files[node]], how)
                     except Exception:  # noqa: BLE001 - a node out of reach skips a flip; stop still heals

@@ -276,6 +276,15 @@ def test_a_strobe_flips_until_stop_and_ends_on_the_true_clock(tmp_path):
     assert read(broker) == clock.TRUE_CLOCK and not handle.flipper.is_alive()
 
 
+def test_a_strobe_healed_behind_its_back_stops_flipping(tmp_path):
+    ctx, _ = context(tmp_path, preloaded(tmp_path))
+    handle = registry.create("clock-strobe", ms="3000", period="1").start(ctx)
+    assert heal(ctx.pool, ctx.journal).ok  # as `chaos heal` would, without the fault's stop
+    handle.flipper.join(timeout=5)
+    assert not handle.flipper.is_alive() and handle.flips[0] == 0
+    assert read(clock.timestamp_file(str(tmp_path / "n1"), "broker-a-0")) == clock.TRUE_CLOCK
+
+
 # -- the deployer ------------------------------------------------------------------------------------
 
 def test_processes_start_exactly_as_before_unless_the_run_has_a_clock_fault(tmp_path):
