@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -153,6 +154,58 @@ def test_a_preloaded_process_follows_its_timestamp_file(tmp_path, fake_monotonic
         clock.write(LocalPool(), "n1", [(path, None)], clock.ClockShift())
         time.sleep(1.2)
         assert abs(ask()[0]) < 0.5
+    finally:
+        child.kill()
+        child.wait()
+        for leftover in (f"/dev/shm/faketime_shm_{child.pid}", f"/dev/shm/sem.faketime_sem_{child.pid}"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+
+
+JAVA_PROBE = textwrap.dedent("""
+    import java.io.*;
+    import java.util.concurrent.locks.LockSupport;
+    public class Probe {
+        public static void main(String[] args) throws Exception {
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+            while (in.readLine() != null) {
+                long before = System.nanoTime();
+                LockSupport.parkNanos(100_000_000L);  // a timed wait, as RocketMQ's services do
+                long parked = System.nanoTime() - before;
+                System.out.println(System.currentTimeMillis() + " " + System.nanoTime() + " " + parked);
+            }
+        }
+    }
+""")
+
+
+@pytest.mark.jvm
+def test_a_jvm_under_the_preload_sees_its_wall_clock_jump_and_keeps_its_monotonic_clock(tmp_path):
+    """What RocketMQ's processes get: currentTimeMillis jumps, nanoTime and timed waits do not."""
+    require(LIBRARY is not None, "needs libfaketime (Debian package libfaketime; bash scripts/setup.sh)")
+    java = shutil.which("java")
+    require(java is not None, "needs a JDK (java on PATH)")
+    (tmp_path / clock.DIRECTORY).mkdir()
+    (tmp_path / "Probe.java").write_text(JAVA_PROBE)
+    env = {**os.environ, **clock.preload_env(LIBRARY, str(tmp_path), "jvm", fake_monotonic=False)}
+    path = env["FAKETIME_TIMESTAMP_FILE"]
+    clock.write(LocalPool(), "n1", [(path, None)], clock.ClockShift())
+    child = subprocess.Popen([java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", str(tmp_path / "Probe.java")],
+                             env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def ask() -> tuple[float, float, float]:
+        child.stdin.write("\n")
+        child.stdin.flush()
+        millis, nanos, parked = map(int, child.stdout.readline().split())
+        return millis / 1000 - time.time(), nanos / 1e9 - time.monotonic(), parked / 1e9
+
+    try:
+        wall0, mono0, _ = ask()
+        assert abs(wall0) < 1
+        clock.write(LocalPool(), "n1", [(path, None)], clock.ClockShift(skew_s=3600))
+        time.sleep(1.2)
+        wall, mono, parked = ask()
+        assert wall == pytest.approx(3600, abs=1) and mono == pytest.approx(mono0, abs=1) and parked < 1
     finally:
         child.kill()
         child.wait()
