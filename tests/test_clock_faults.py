@@ -438,3 +438,26 @@ def test_a_short_model_run_under_a_clock_skew_is_valid_and_healed(netns_cluster,
     assert applied == {e["id"] for e in journal if e["event"] == "undo"}
     for node in inventory.nodes:
         assert pool.run(node.name, ["test", "-e", f"{node.workdir}/faketime"], check=False).exited != 0
+
+
+def test_a_run_preloads_its_sut_only_when_its_schedule_has_a_clock_fault(tmp_path):
+    from faults.schedule import FaultSpec
+    from harness.run import preload_clocks
+
+    require(LIBRARY is not None, "needs libfaketime (Debian package libfaketime; bash scripts/setup.sh)")
+    inventory = Inventory(name="planned", kind="netns", nodes=[
+        Node(name=f"n{i}", host=f"192.0.2.{i}", workdir=str(tmp_path / f"n{i}")) for i in range(1, 4)])
+    pool, journal = LocalPool(), Journal(tmp_path / "journal.jsonl")
+    deployer = systems.make_deployer(None, inventory, "controller-3", tmp_path)
+    before = list(deployer.refs)
+    preload_clocks(pool, deployer, journal, [FaultSpec("leader-kill"), FaultSpec.parse("random-loss")])
+    assert deployer.refs == before and [r.env for r in deployer.refs] == [r.env for r in before]
+    assert deployer.before_start is None and deployer.after_start is None and not journal.entries()
+
+    preload_clocks(pool, deployer, journal, [FaultSpec.parse("random-clock-skew:ms=500")])
+    assert sorted(e.node for e in journal.pending() if e.action == clock.FILES_ACTION) == ["n1", "n2", "n3"]
+    ref = deployer.refs[0]
+    assert ref.env["LD_PRELOAD"] == LIBRARY and ref.env["PYTHONPATH"] == before[0].env["PYTHONPATH"]
+    deployer.before_start(ref)
+    assert read(ref.env["FAKETIME_TIMESTAMP_FILE"]) == clock.TRUE_CLOCK
+    assert heal(pool, journal, unmount=True).ok and not (tmp_path / "n1" / "faketime").exists()
