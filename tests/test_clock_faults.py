@@ -461,3 +461,24 @@ def test_a_run_preloads_its_sut_only_when_its_schedule_has_a_clock_fault(tmp_pat
     deployer.before_start(ref)
     assert read(ref.env["FAKETIME_TIMESTAMP_FILE"]) == clock.TRUE_CLOCK
     assert heal(pool, journal, unmount=True).ok and not (tmp_path / "n1" / "faketime").exists()
+
+
+# Modules of sut/ that never run inside a node's SUT process (the control node's side).
+CONTROL_SIDE = {"deploy.py", "admin.py", "local.py", "raft/localgroup.py"}
+
+
+def test_the_model_processes_use_no_thread_timed_waits():
+    """Under a faked monotonic clock (clock faults on the model) a thread's timed wait never
+    times out: libfaketime 0.9.10 does not intercept sem_clockwait, which CPython's locks use.
+    The model's processes wait with asyncio only; this keeps it so."""
+    sut = Path(__file__).resolve().parent.parent / "sut"
+    offenders = []
+    for path in sorted(sut.rglob("*.py")):
+        relative = path.relative_to(sut).as_posix()
+        if relative in CONTROL_SIDE or relative.startswith("rocketmq/"):
+            continue
+        text = path.read_text()
+        if any(word in text for word in ("import threading", "import queue", "concurrent.futures",
+                                         "import multiprocessing")):
+            offenders.append(relative)
+    assert offenders == [], f"thread waits in the model's processes: {offenders}; use asyncio instead"
