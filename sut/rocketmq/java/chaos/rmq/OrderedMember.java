@@ -47,6 +47,8 @@ final class OrderedMember {
         consumer.setConsumeThreadMax(2);
         consumer.setPullBatchSize(8);
         consumer.setPersistConsumerOffsetInterval(1000);
+        // Shutdown waits for the message in hand before it unlocks the queues.
+        consumer.setAwaitTerminationMillisWhenShutdown(5000);
         consumer.subscribe(topic, "*");
         consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) -> {
             long start = System.nanoTime();
