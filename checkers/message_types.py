@@ -39,19 +39,13 @@ checked in Python on the driver, as the group checker does.
 """
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
-
-from pyspark.sql import functions as F
+from typing import Any, Iterable
 
 from workloads.delayed import DELAY_TOLERANCE_MS
 
-from .context import CheckContext, RunFacts
-from .registry import Sections
-
-EXAMPLES = 5
+from .rows import Findings, RowsChecker
+from .rows import json_value as _json
 
 ORDERED_INVALID = {
     "lost": "acknowledged message(s) never processed (lost)",
@@ -67,39 +61,6 @@ TRANSACTIONAL_INVALID = {
     "delivered_unchecked": "unknown transaction(s) delivered without a check-back (delivered_unchecked)",
     "unexpected": "message(s) delivered that were never sent (unexpected)"}
 DELAYED_INVALID = {"early": "message(s) delivered before their delivery time minus the tolerance (early)"}
-
-
-@dataclass
-class Findings:
-    """Counts and a few examples per name, made into a section that judges `invalid`."""
-
-    invalid: dict[str, str]
-    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    examples: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
-
-    def add(self, name: str, example: Any, n: int = 1) -> None:
-        self.counts[name] += n
-        if len(self.examples[name]) < EXAMPLES:
-            self.examples[name].append(example)
-
-    def section(self, names: Iterable[str], checked: bool, unchecked_reason: str,
-                **extra: Any) -> dict[str, Any]:
-        counts = {k: self.counts.get(k, 0) for k in (*self.invalid, *names)}
-        valid: Any = (not any(counts[k] for k in self.invalid)) if checked else "unknown"
-        out = {"valid": valid, "counts": counts, "examples": {k: v for k, v in self.examples.items() if v},
-               "problems": [f"{counts[k]} {text}" for k, text in self.invalid.items() if counts[k]], **extra}
-        if not checked:
-            out["reason"] = unchecked_reason
-        return out
-
-
-def _json(text: Any) -> Any:
-    if text is None or not isinstance(text, str):
-        return text
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return None
 
 
 def _by_completion(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -302,47 +263,21 @@ def check_delayed(rows: Iterable[dict[str, Any]], tolerance_ms: int = DELAY_TOLE
                          tolerance_ms=tolerance_ms, lateness_ms=lateness)
 
 
-class _RowsChecker:
-    """A checker of one workload whose rows are collected and checked on the driver."""
-
-    name = ""
-    workload = ""
-    COLUMNS = ("index", "process", "f", "key", "type", "invoke_time", "complete_time", "invoke_value", "value")
-    check_rows: Callable[[Iterable[dict[str, Any]]], dict[str, Any]]
-
-    @property
-    def sections(self) -> tuple[str, ...]:
-        return (self.name,)
-
-    def applies_to(self, run: RunFacts) -> bool:
-        return run.workload == self.workload
-
-    def check(self, ctx: CheckContext, runs: list[RunFacts]) -> list[Sections]:
-        rows = ctx.history_of([r.index for r in runs]).select("run", *self.COLUMNS).filter(
-            F.col("f").isNotNull()).collect()
-        by_run: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for row in rows:
-            d = row.asDict()
-            by_run[d.pop("run")].append(d)
-        check = type(self).check_rows
-        return [{self.name: check(by_run[r.index])} for r in runs]
-
-
-class OrderedChecker(_RowsChecker):
+class OrderedChecker(RowsChecker):
     """The `ordered` section of the ordered workload's runs."""
 
     name = workload = "ordered"
     check_rows = staticmethod(check_ordered)
 
 
-class TransactionalChecker(_RowsChecker):
+class TransactionalChecker(RowsChecker):
     """The `transactional` section of the transactional workload's runs."""
 
     name = workload = "transactional"
     check_rows = staticmethod(check_transactional)
 
 
-class DelayedChecker(_RowsChecker):
+class DelayedChecker(RowsChecker):
     """The `delayed` section of the delayed workload's runs."""
 
     name = workload = "delayed"

@@ -187,3 +187,11 @@ def test_rocketmq_brokers_run_the_timer_wheel_and_check_half_messages_back_quick
     broker = next(p for p in procs if p.role == "broker").properties
     assert broker["timerWheelEnable"] == "true"
     assert broker["transactionCheckInterval"] == "2000" and broker["transactionTimeOut"] == "2000"
+
+
+def test_teeth_counts_the_message_types_invalid_findings_as_safety_anomalies():
+    from harness.campaign.teeth import safety_anomalies
+    results = {"ordered": {"valid": False, "counts": {"gap": 2, "duplicates": 5}},
+               "transactional": {"valid": False, "counts": {"delivered_rollback": 1, "checked_after_end": 3}},
+               "delayed": {"valid": True, "counts": {"early": 0}}}
+    assert safety_anomalies(results) == ["ordered: 2 gap", "transactional: 1 delivered_rollback"]
