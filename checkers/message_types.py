@@ -13,7 +13,9 @@ ordered (orderly consumption, per sharding key):
   intervals are the driver JVM's monotonic clock, one for every member) (invalid);
 - unexpected: processed but never sent (invalid);
 - duplicates: processed again (valid: RocketMQ's orderly consumer redelivers from
-  the committed offset after a rebalance or failover), counted.
+  the committed offset after a rebalance or failover), counted;
+- a take (`consume`, `leave`) without an answer held messages the history lacks: a
+  run whose only findings are lost or gap is then unknown, not invalid.
 
 transactional (half messages, local transaction, check-back):
 - lost_commit: a transaction the producer committed (or whose check-back
@@ -54,6 +56,8 @@ ORDERED_INVALID = {
     "concurrent_processing": "message(s) processed while another member processed the same queue "
                              "(concurrent_processing)",
     "unexpected": "message(s) processed that were never sent (unexpected)"}
+# What a take without an answer can explain: the messages it held are missing.
+UNSEEN_BY_UNANSWERED = ("lost", "gap")
 TRANSACTIONAL_INVALID = {
     "lost_commit": "committed transaction message(s) never delivered (lost_commit)",
     "delivered_rollback": "rolled-back transaction message(s) delivered (delivered_rollback)",
@@ -118,8 +122,15 @@ def check_ordered(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     found.counts["sent_ok"] = len(acked)
     found.counts["processed"] = len(deliveries)
     found.counts["keys"] = len({m.get("shard") for m in acked.values()})
-    return found.section(("sent_ok", "processed", "keys", "duplicates"), bool(deliveries),
-                         "no member processed any message")
+    found.counts["takes_unanswered"] = sum(op["f"] in ("consume", "leave") and op["type"] == "info" for op in ops)
+    section = found.section(("sent_ok", "processed", "keys", "duplicates", "takes_unanswered"), bool(deliveries),
+                            "no member processed any message")
+    if found.counts["takes_unanswered"] and section["valid"] is False and not any(
+            found.counts[k] for k in ORDERED_INVALID if k not in UNSEEN_BY_UNANSWERED):
+        # A take that got no answer held processed messages the history does not have.
+        section["valid"] = "unknown"
+        section["reason"] = "lost or gap, but a take of processed messages got no answer: they may be what is missing"
+    return section
 
 
 def _key_order(found: Findings, acked: dict[str, dict[str, Any]], firsts: dict[str, dict[str, Any]]) -> None:

@@ -195,3 +195,12 @@ def test_teeth_counts_the_message_types_invalid_findings_as_safety_anomalies():
                "transactional": {"valid": False, "counts": {"delivered_rollback": 1, "checked_after_end": 3}},
                "delayed": {"valid": True, "counts": {"early": 0}}}
     assert safety_anomalies(results) == ["ordered: 2 gap", "transactional: 1 delivered_rollback"]
+
+
+def test_an_unanswered_take_makes_lost_messages_unknown_but_not_an_order_violation():
+    unanswered = op("consume", "info", None, {"client": "a"})
+    lost = check_ordered([sent(1, 0, 0), sent(2, 1, 0), consumed("a", (2, 1, 0, 1, 1, 2)), unanswered])
+    assert lost["valid"] == "unknown" and lost["counts"]["lost"] == 1
+    reordered = check_ordered([sent(1, 0, 0), sent(2, 0, 1), unanswered,
+                               consumed("a", (2, 0, 1, 0, 1, 2), (1, 0, 0, 0, 3, 4))])
+    assert reordered["valid"] is False and reordered["counts"]["out_of_order"] == 1

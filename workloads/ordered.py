@@ -30,13 +30,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sut.rocketmq.driver import DriverDied, DriverError, error_text
 from workloads.base import Completion, OpRunner, Workload, WorkloadOptions, run_together
 from workloads.group import GroupClient
 from workloads.queue import decode_message, encode_message
 from workloads.registry import Route, register
 from workloads.rocketmq_types import OrderlyConsumer
 
-LEAVE_CHANCE = 0.03          # per consumer step
+LEAVE_CHANCE = 0.03          # per member step...
+MIN_LIFE_S = 5.0             # ...but a member stays this long after joining, whatever the rate
 PROCESS_MS = 5               # how long the listener "processes" a message (makes overlap observable)
 DRAIN_QUIET_S = 6.0          # the final phase ends when nothing new came for this long...
 DRAIN_PAUSE_S = 0.5
@@ -46,6 +48,7 @@ DRAIN_PAUSE_S = 0.5
 class Member:
     consumer: OrderlyConsumer | None = None
     client_id: str = ""
+    joined_at: float = 0.0
 
 
 @dataclass
@@ -101,7 +104,9 @@ class OrderedWorkload(Workload):
         member = self.members[op.worker]
         if member.consumer is None:
             return "join", None, None
-        return op.f, None, {"client": member.client_id}
+        # A member that just joined has not yet locked and consumed its queues: it stays.
+        young = op.f == "leave" and time.monotonic() - member.joined_at < MIN_LIFE_S
+        return ("consume" if young else op.f), None, {"client": member.client_id}
 
     def client(self, endpoints: Any, node_names: dict[str, str] | None = None) -> GroupClient:
         return GroupClient(endpoints, self.options, node_names)
@@ -123,13 +128,19 @@ class OrderedWorkload(Workload):
         if f == "consume":
             try:
                 got = await member.consumer.take()
-            except Exception as exc:  # noqa: BLE001 - the driver died or refused: nothing was taken
-                return Completion("fail", value, error=f"{type(exc).__name__}: {exc}")
+            except DriverError as exc:   # the driver answered: nothing was taken
+                return Completion("fail", value, error=error_text(exc))
+            except DriverDied as exc:    # what the member had processed died with the driver
+                consumer, member.consumer = member.consumer, None
+                await consumer.close()
+                return Completion("info", value, error=error_text(exc))
             return Completion("ok", self._taken(member.client_id, got))
         if f == "leave":
             consumer, member.consumer = member.consumer, None
             got = await consumer.close()
-            return Completion("ok", self._taken(member.client_id, got or {}))
+            if got is None:
+                return Completion("info", value, error="the member's shutdown got no answer")
+            return Completion("ok", self._taken(member.client_id, got))
         raise ValueError(f"ordered workload: unknown operation {f!r}")
 
     async def _join(self, client: GroupClient, member: Member) -> Completion:
@@ -145,7 +156,7 @@ class OrderedWorkload(Workload):
         except Exception as exc:  # noqa: BLE001 - RocketMQ could not start it: no member
             await consumer.close()
             return Completion("fail", None, error=f"{type(exc).__name__}: {exc}")
-        member.consumer = consumer
+        member.consumer, member.joined_at = consumer, time.monotonic()
         return Completion("ok", {"client": member.client_id})
 
     @staticmethod

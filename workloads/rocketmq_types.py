@@ -82,20 +82,19 @@ class OrderlyConsumer(_InDriver):
         return _decoded(await self._call("ordered_take"))
 
     async def close(self) -> dict[str, Any] | None:
-        """Shut down (offsets persisted, queues unlocked); what was processed since the last take."""
+        """Shut down (offsets persisted, queues unlocked); what was processed since the last
+        take, or None if the shutdown got no answer (what it had is not known)."""
         driver, handle = self._driver, dict(self._handle)
         self._driver, self._handle = None, {}
         if driver is None:
             return None
         try:
-            if driver.alive:
-                got = await asyncio.wait_for(driver.acall("ordered_close", member=handle["member"]), CLOSE_TIMEOUT_S)
-                return _decoded(got) if got else None
+            got = await asyncio.wait_for(driver.acall("ordered_close", member=handle["member"]), CLOSE_TIMEOUT_S)
         except (DriverError, DriverDied, asyncio.TimeoutError):
             return None
         finally:
             self.shared.release()
-        return None
+        return _decoded(got) if got else {"deliveries": [], "locked": []}
 
 
 def _decoded(got: dict[str, Any]) -> dict[str, Any]:
