@@ -17,7 +17,8 @@ the last take; ok value {client, locked, deliveries}), and the client faults
 `leave` (the member shuts down: offsets persisted, queues unlocked, the group
 rebalances; its value holds what it processed last) and `join` (a new member).
 The final phase brings every member back and consumes until every acknowledged
-message was processed, or nothing new came for a while.
+message was processed, or nothing new came for a while (within 70 % of the drain
+timeout), then every member leaves.
 
 Checked by checkers/message_types.py (`ordered` section).
 """
@@ -42,6 +43,7 @@ MIN_LIFE_S = 5.0             # ...but a member stays this long after joining, wh
 PROCESS_MS = 5               # how long the listener "processes" a message (makes overlap observable)
 DRAIN_QUIET_S = 6.0          # the final phase ends when nothing new came for this long...
 DRAIN_PAUSE_S = 0.5
+FINAL_SHARE = 0.7
 
 
 @dataclass
@@ -181,7 +183,8 @@ class OrderedWorkload(Workload):
 
     # -- final phase: everyone back, consume until done ------------------------------------
     async def final_phase(self, run: OpRunner) -> None:
-        deadline = time.monotonic() + self.options.drain_timeout
+        # Inside the runner's bound (drain_timeout), leaving time for every member's leave.
+        deadline = time.monotonic() + self.options.drain_timeout * FINAL_SHARE
         try:
             await run_together(self._drain(run, worker, deadline) for worker in self.members)
         finally:

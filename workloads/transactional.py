@@ -16,7 +16,7 @@ transaction id), `poll` (as in the queue workload: one consumer per queue, from
 its own offset), `tx-check` (ok value: the check-backs the driver's producers
 answered since the last one: {key, tx_id, answer, wall_ms}). The final phase
 takes check-backs until every acknowledged unknown transaction was asked about
-(or the drain timeout), drains the queues and takes the last check-backs; the
+(at most half the drain timeout), drains the queues and takes the last check-backs; the
 durability audit then reads every queue.
 
 Checked by checkers/message_types.py (`transactional` section).
@@ -115,7 +115,8 @@ class TransactionalWorkload(QueueWorkload):
             self.checked.update(str(c.get("key") or "")[1:] for c in done.value)
 
     async def final_phase(self, run: OpRunner) -> None:
-        deadline = time.monotonic() + self.options.drain_timeout
+        # Half the runner's bound (drain_timeout) at most: the drain needs the rest.
+        deadline = time.monotonic() + self.options.drain_timeout / 2
         while time.monotonic() < deadline:
             await run(0, "tx-check", None, None)
             if self.unknown_acked <= self.checked:
