@@ -176,7 +176,7 @@ def test_transactional_sends_carry_a_seeded_decision_and_unknowns_a_resolution()
 def test_delayed_sends_get_a_delivery_time_at_their_invoke():
     workload = DelayedWorkload(WorkloadOptions(concurrency=4, queues=4))
     f, key, value = workload.plan_op(random.Random(3), 0, 0, 4)
-    assert f == "send" and 1000 <= value["delay_ms"] <= 8000
+    assert f == "send" and 2000 <= value["delay_ms"] <= 8000
     _, _, prepared = workload.prepare(PlannedOp(0, 0, 0, f, key, value))
     assert prepared["deliver_ms"] == workload.last_deliver_ms and prepared["deliver_ms"] > value["delay_ms"]
 

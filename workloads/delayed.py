@@ -23,7 +23,7 @@ from workloads.base import Completion, OpRunner, WorkloadOptions
 from workloads.queue import QueueWorkload, encode_message
 from workloads.registry import MESSAGE_ANOMALIES, Route, register
 
-DELAY_MS = (1000, 8000)
+DELAY_MS = (2000, 8000)
 # RocketMQ's timer wheel fires a slot of timerPrecisionMs (1 s by default) at once, and
 # the control node's clock and the broker's may differ a little: a message may show up
 # this much before its delivery time without being early (checkers/message_types.py).

@@ -41,7 +41,7 @@ from workloads.rocketmq_types import OrderlyConsumer
 LEAVE_CHANCE = 0.03          # per member step...
 MIN_LIFE_S = 5.0             # ...but a member stays this long after joining, whatever the rate
 PROCESS_MS = 5               # how long the listener "processes" a message (makes overlap observable)
-DRAIN_QUIET_S = 6.0          # the final phase ends when nothing new came for this long...
+DRAIN_QUIET_S = 6.0          # the final phase ends when nothing new came for this long
 DRAIN_PAUSE_S = 0.5
 FINAL_SHARE = 0.7
 
