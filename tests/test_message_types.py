@@ -3,19 +3,22 @@ checkers on hand-made histories, the workloads' planning, the model's refusals a
 broker settings the workloads need."""
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import random
+from types import SimpleNamespace
 
 from checkers.message_types import check_delayed, check_ordered, check_transactional
 from sut import systems
 from sut.rocketmq.config import render
 from sut.systems import profile
-from workloads.base import WorkloadOptions
+from workloads.base import Completion, WorkloadOptions
 from workloads.delayed import DELAY_TOLERANCE_MS, DelayedWorkload
 from workloads.generator import PlannedOp
 from workloads.ordered import OrderedWorkload
-from workloads.transactional import TransactionalWorkload
+from workloads.queue import encode_message
+from workloads.transactional import TransactionalWorkload, TxClient
 
 _index = itertools.count()
 
@@ -204,3 +207,77 @@ def test_an_unanswered_take_makes_lost_messages_unknown_but_not_an_order_violati
     reordered = check_ordered([sent(1, 0, 0), sent(2, 0, 1), unanswered,
                                consumed("a", (2, 0, 1, 0, 1, 2), (1, 0, 0, 0, 3, 4))])
     assert reordered["valid"] is False and reordered["counts"]["out_of_order"] == 1
+
+
+# -- the workloads' effects against stand-ins for RocketMQ's clients ---------------------------
+
+class FakeOrderly:
+    """Stands in for workloads.rocketmq_types.OrderlyConsumer: what the driver would answer."""
+
+    made: list["FakeOrderly"] = []
+
+    def __init__(self, namesrv, group, topic, timeout, route_refresh_s=None, process_ms=5):
+        self.client_id, self.closed, self.pending = f"c{len(FakeOrderly.made)}", False, []
+        FakeOrderly.made.append(self)
+
+    async def start(self):
+        return self.client_id
+
+    async def take(self):
+        got, self.pending = self.pending, []
+        return {"deliveries": got, "locked": [0], "now_ns": 5}
+
+    async def close(self):
+        self.closed = True
+        return await self.take()
+
+
+def test_ordered_members_join_consume_and_leave_with_what_they_processed(monkeypatch):
+    from workloads import ordered
+    monkeypatch.setattr(ordered, "OrderlyConsumer", FakeOrderly)
+    workload = OrderedWorkload(WorkloadOptions(concurrency=3, queues=2))
+    client = SimpleNamespace(endpoints=SimpleNamespace(namesrv=["n:9876"]))
+    worker = workload.producers
+
+    async def go():
+        joined = await workload.execute(client, worker, "join", None, None)
+        member = FakeOrderly.made[-1]
+        member.pending = [{"client": member.client_id, "queue": 1, "offset": 4, "start_ns": 1, "end_ns": 2,
+                           "body": encode_message({"id": 8, "shard": 1, "seq": 0, "payload": "x"})}]
+        taken = await workload.execute(client, worker, "consume", None, {"client": member.client_id})
+        workload.observe(worker, "consume", None, None, taken)
+        left = await workload.execute(client, worker, "leave", None, {"client": member.client_id})
+        return joined, taken, left, member
+
+    joined, taken, left, member = asyncio.run(go())
+    assert joined.type == "ok" and joined.value == {"client": member.client_id}
+    [delivery] = taken.value["deliveries"]
+    assert delivery == {"id": 8, "shard": 1, "seq": 0, "payload": "x", "client": member.client_id, "queue": 1,
+                        "offset": 4, "start_ns": 1, "end_ns": 2, "reconsume": 0}
+    assert taken.value["locked"] == [0] and workload.processed == {8}
+    assert left.type == "ok" and member.closed and workload.members[worker].consumer is None
+
+
+def test_a_transaction_whose_half_message_was_not_confirmed_is_info_and_a_timer_send_has_no_offset():
+
+    class Tx:
+        async def send(self, body, key, decision, resolution):
+            return {"status": "FLUSH_SLAVE_TIMEOUT" if decision == "rollback" else "SEND_OK",
+                    "local_state": decision.upper(), "tx_id": "t", "msg_id": "m"}
+
+    class Queue:
+        async def send(self, queue, body, msg_id, deliver_ms=None):
+            self.deliver_ms = deliver_ms
+            return Completion("ok", 17, "n2")
+
+    tx_workload = TransactionalWorkload(WorkloadOptions(concurrency=4, queues=4))
+    client = TxClient(SimpleNamespace(), Tx())
+    ok = asyncio.run(tx_workload.execute(client, 0, "send", None, {"id": 1, "decision": "commit",
+                                                                   "resolution": "commit"}))
+    info = asyncio.run(tx_workload.execute(client, 0, "send", None, {"id": 2, "decision": "rollback",
+                                                                     "resolution": "rollback"}))
+    assert ok.type == "ok" and ok.value["local_state"] == "COMMIT" and info.type == "info"
+    delayed = DelayedWorkload(WorkloadOptions(concurrency=4, queues=4))
+    queue = Queue()
+    done = asyncio.run(delayed.execute(queue, 0, "send", 2, {"id": 3, "delay_ms": 2000, "deliver_ms": 99}))
+    assert queue.deliver_ms == 99 and done.value["offset"] is None and done.value["timer_offset"] == 17
