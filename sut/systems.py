@@ -64,6 +64,10 @@ class Deployer(ClusterStateReader, Protocol):
     profile: Profile
     refs: list[ProcessRef]
     prepare_node: Callable[[Node], None] | None
+    before_start: Callable[[ProcessRef], None] | None
+    after_start: Callable[[ProcessRef, int], None] | None
+    # Whether a clock fault moves the processes' CLOCK_MONOTONIC too (docs/nemeses.md, clocks).
+    fake_monotonic_clock: bool
 
     @property
     def used_nodes(self) -> list[Node]: ...
@@ -78,6 +82,8 @@ class Deployer(ClusterStateReader, Protocol):
     def start(self) -> None: ...
 
     def start_process(self, ref: ProcessRef) -> int: ...
+
+    def add_env(self, env_of: Callable[[ProcessRef], dict[str, str]]) -> None: ...
 
     def wait_healthy(self, timeout: float = ...) -> None: ...
 

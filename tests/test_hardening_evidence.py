@@ -8,6 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from harness.cli import cli
+from support.shrink import stored_run
 from support.stores import make_campaign, results, stored
 
 RUN = "dledger-3-queue-leader-kill-r1"
@@ -80,7 +81,6 @@ def test_a_second_shrink_keeps_the_first_result_numbered_also_when_stopped_befor
     from harness.shrink.search import Settings, TryResult
     from harness.shrink.session import shrink
     from support.shrink import loses_messages
-    from test_shrink_session import stored_run
 
     run = stored_run(tmp_path)
     first = shrink(original_run.load(run), Settings(tries=1), Console(stderr=True),
@@ -104,7 +104,6 @@ def test_shrinking_a_run_of_a_throwaway_cluster_brings_up_one_of_its_size_and_ta
 
     from support.shrink import loses_messages
     from harness.shrink.search import TryResult
-    from test_shrink_session import stored_run
 
     run = stored_run(tmp_path, cluster={"source": "provisioned", "provider": "netns", "name": "run-abc", "nodes": 4})
     clusters, used = [], set()

@@ -4,7 +4,6 @@ The trial here is a fake; tests/test_shrink_cluster.py shrinks a real run."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,29 +14,7 @@ from harness.cli import EXIT_ERROR, cli
 from harness.shrink import original as original_run
 from harness.shrink.search import Settings, TryResult
 from harness.shrink.session import shrink
-from support.shrink import loses_messages, mixed_schedule
-from support.stores import stored
-
-LOST = {"valid": False, "checkers": {"queue": {"valid": False, "counts": {"lost": 12, "inconsistent_offsets": 3}}}}
-
-
-def stored_run(tmp_path: Path, results=LOST, cluster=None, schedule=True, profile=None) -> Path:
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text("name: x\n")
-    run = tmp_path / "store" / "20260101T000000Z-abcd" / "runs" / "controller-unclean-queue-mixed"
-    (run / "history").mkdir(parents=True)
-    plan = mixed_schedule()
-    if profile:
-        plan = plan.model_copy(update={"profile": profile})
-    record = {"kind": "run", "spec": {"profile": plan.profile, "op_timeout": 2.0, "targets": []},
-              "cluster": cluster or {"source": "inventory", "file": str(inventory)}}
-    (run / "run.json").write_text(json.dumps(stored(record)))
-    if schedule:
-        (run / "schedule.yaml").write_text(schedule_file.dump(plan))
-    if results is not None:
-        (run / "results.json").write_text(json.dumps(stored(results)))
-    return run
-
+from support.shrink import LOST, loses_messages, mixed_schedule, stored_run
 
 @pytest.mark.parametrize("kind,message", [
     ("valid", "the run is valid; only a failing (INVALID) run can be shrunk"),
