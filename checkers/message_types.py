@@ -14,6 +14,10 @@ ordered (orderly consumption, per sharding key):
 - unexpected: processed but never sent (invalid);
 - duplicates: processed again (valid: RocketMQ's orderly consumer redelivers from
   the committed offset after a rebalance or failover), counted;
+- unreached: an acknowledged message never processed on a queue no member ever
+  processed up to its offset (the consumers stalled before it, or it is gone with
+  the tail of the queue): counted, and a run otherwise valid is then unknown, not
+  valid; a message counts as lost only once consumption went past its offset;
 - a take (`consume`, `leave`) without an answer held messages the history lacks: a
   run whose only findings are lost or gap is then unknown, not invalid.
 
@@ -115,22 +119,46 @@ def check_ordered(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
             firsts[msg_id] = d
     acked = {i: m for i, m in sent.items() if best[i] == "ok"}
     _key_order(found, acked, firsts)
+    read_up_to = _read_up_to(deliveries)
+    found.counts["unreached"] = 0
     for msg_id, m in sorted(acked.items(), key=lambda kv: (kv[1].get("shard", 0), kv[1].get("seq", 0))):
-        if msg_id not in firsts:
-            found.add("lost", {"id": m.get("id"), "shard": m.get("shard"), "seq": m.get("seq"),
-                               "queue": m.get("queue"), "offset": m.get("offset")})
+        if msg_id in firsts:
+            continue
+        if _offset(m) is not None and _offset(m) > read_up_to.get(m.get("queue"), -1):
+            found.counts["unreached"] += 1
+            continue
+        found.add("lost", {"id": m.get("id"), "shard": m.get("shard"), "seq": m.get("seq"),
+                           "queue": m.get("queue"), "offset": m.get("offset")})
     found.counts["sent_ok"] = len(acked)
     found.counts["processed"] = len(deliveries)
     found.counts["keys"] = len({m.get("shard") for m in acked.values()})
     found.counts["takes_unanswered"] = sum(op["f"] in ("consume", "leave") and op["type"] == "info" for op in ops)
-    section = found.section(("sent_ok", "processed", "keys", "duplicates", "takes_unanswered"), bool(deliveries),
-                            "no member processed any message")
+    section = found.section(("sent_ok", "processed", "keys", "duplicates", "unreached", "takes_unanswered"),
+                            bool(deliveries), "no member processed any message")
+    if found.counts["unreached"] and section["valid"] is True:
+        section["valid"] = "unknown"
+        section["reason"] = (f"{found.counts['unreached']} acknowledged message(s) past the last offset processed "
+                             "on their queue (unreached): the consumers never got that far, lost or not")
     if found.counts["takes_unanswered"] and section["valid"] is False and not any(
             found.counts[k] for k in ORDERED_INVALID if k not in UNSEEN_BY_UNANSWERED):
         # A take that got no answer held processed messages the history does not have.
         section["valid"] = "unknown"
         section["reason"] = "lost or gap, but a take of processed messages got no answer: they may be what is missing"
     return section
+
+
+def _offset(message: dict[str, Any]) -> int | None:
+    offset = message.get("offset")
+    return offset if isinstance(offset, int) and not isinstance(offset, bool) else None
+
+
+def _read_up_to(deliveries: list[dict[str, Any]]) -> dict[Any, int]:
+    """Per queue, the highest offset any member processed."""
+    read: dict[Any, int] = {}
+    for d in deliveries:
+        if _offset(d) is not None:
+            read[d.get("queue")] = max(read.get(d.get("queue"), -1), _offset(d))
+    return read
 
 
 def _key_order(found: Findings, acked: dict[str, dict[str, Any]], firsts: dict[str, dict[str, Any]]) -> None:

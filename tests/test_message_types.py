@@ -200,9 +200,22 @@ def test_teeth_counts_the_message_types_invalid_findings_as_safety_anomalies():
     assert safety_anomalies(results) == ["ordered: 2 gap", "transactional: 1 delivered_rollback"]
 
 
+def test_a_message_past_the_last_offset_processed_on_its_queue_is_unreached_and_makes_the_run_unknown():
+    # Queue 0 was processed up to offset 1; the messages at offsets 2 and 3 were never reached
+    # (stalled consumers look the same as a lost tail): unknown, not valid and not lost.
+    rows = [sent(1, 0, 0), sent(2, 0, 1), sent(3, 0, 2), sent(4, 0, 3),
+            consumed("a", (1, 0, 0, 0, 1, 2), (2, 0, 1, 0, 3, 4))]
+    section = check_ordered(rows)
+    assert section["valid"] == "unknown" and "unreached" in section["reason"], section
+    assert section["counts"]["unreached"] == 2 and section["counts"]["lost"] == 0
+    # Once any member processed past it on the same queue, the missing message is lost.
+    passed = check_ordered(rows + [sent(5, 4, 4), consumed("b", (5, 4, 4, 0, 5, 6))])
+    assert passed["valid"] is False and passed["counts"]["lost"] == 2 and passed["counts"]["unreached"] == 0
+
+
 def test_an_unanswered_take_makes_lost_messages_unknown_but_not_an_order_violation():
     unanswered = op("consume", "info", None, {"client": "a"})
-    lost = check_ordered([sent(1, 0, 0), sent(2, 1, 0), consumed("a", (2, 1, 0, 1, 1, 2)), unanswered])
+    lost = check_ordered([sent(1, 0, 0), sent(2, 4, 1), consumed("a", (2, 4, 1, 0, 1, 2)), unanswered])
     assert lost["valid"] == "unknown" and lost["counts"]["lost"] == 1
     reordered = check_ordered([sent(1, 0, 0), sent(2, 0, 1), unanswered,
                                consumed("a", (2, 0, 1, 0, 1, 2), (1, 0, 0, 0, 3, 4))])
