@@ -126,7 +126,11 @@ SYSTEMS: dict[str, System] = {
         failure_detection="sut.profiles:failure_detection_s",
         deployer="sut.deploy:ModelDeployer",
         queue_client="workloads.clients:BrokerClient",
-        takes_bugs=True),
+        takes_bugs=True,
+        refused_workloads={
+            "ordered": "the model has no orderly consumer (queue locks, lockBatchMQ); run it on an rmq- profile",
+            "transactional": "the model has no half messages or check-back; run it on an rmq- profile",
+            "delayed": "the model has no timer wheel; run it on an rmq- profile"}),
     "rocketmq": System(
         title="real RocketMQ",
         profiles="sut.rocketmq.profiles:PROFILES",
