@@ -8,6 +8,7 @@ from .context import CheckContext, RunFacts
 from .group import GroupChecker
 from .invariants import InvariantsChecker
 from .linearizable import LinearizableChecker
+from .message_types import DelayedChecker, OrderedChecker, TransactionalChecker
 from .queue import QueueChecker
 from .registry import BUILTIN, Sections, register
 
@@ -28,5 +29,6 @@ class EveryRun:
 
 for checker in (EveryRun("stats", ("stats",), stats.check), QueueChecker(),
                 EveryRun("rto", ("rto",), rto.check), EveryRun("perf", ("perf",), perf.check),
-                LinearizableChecker(), GroupChecker(), InvariantsChecker()):
+                LinearizableChecker(), GroupChecker(), OrderedChecker(), TransactionalChecker(), DelayedChecker(),
+                InvariantsChecker()):
     register(checker, origin=BUILTIN)

@@ -26,17 +26,13 @@ collected once and checked in Python on the driver.
 """
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
-from pyspark.sql import functions as F
+from .rows import Findings, RowsChecker
+from .rows import json_value as _json
 
-from .context import CheckContext, RunFacts
-from .registry import Sections
-
-EXAMPLES = 5
 # The invalid findings, each with the problem line a report shows ("<count> <what>").
 INVALID = {"lost": "acknowledged message(s) never delivered to the group (lost)",
            "skip": "message(s) below an offset the broker gave as committed, never delivered (skip)",
@@ -54,43 +50,15 @@ class _Hold:
     rolled_from: int = 0
 
 
-@dataclass
-class GroupFindings:
-    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    examples: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
-
-    def add(self, name: str, example: Any, n: int = 1) -> None:
-        self.counts[name] += n
-        if len(self.examples[name]) < EXAMPLES:
-            self.examples[name].append(example)
-
-    def section(self) -> dict[str, Any]:
-        counts = {k: self.counts.get(k, 0) for k in (
-            "sent_ok", "delivered", "lost", "skip", "order", "offset_rollback", "offset_rollback_by_commit",
-            "offset_rollback_by_broker", "duplicates", "duplicates_rebalance", "duplicates_failover",
-            "duplicates_offset_rollback", "holds", "rebalances", "commits")}
-        checked = counts["holds"] > 0
-        valid: Any = (not any(counts[k] for k in INVALID)) if checked else "unknown"
-        out = {"valid": valid, "counts": counts, "examples": {k: v for k, v in self.examples.items() if v},
-               "problems": [f"{counts[k]} {text}" for k, text in INVALID.items() if counts[k]]}
-        if not checked:
-            out["reason"] = "no consumer ever held a queue: nothing was consumed"
-        return out
-
-
-def _json(text: Any) -> Any:
-    if text is None or not isinstance(text, str):
-        return text
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return None
+COUNTED = ("sent_ok", "delivered", "lost", "skip", "order", "offset_rollback", "offset_rollback_by_commit",
+           "offset_rollback_by_broker", "duplicates", "duplicates_rebalance", "duplicates_failover",
+           "duplicates_offset_rollback", "holds", "rebalances", "commits")
 
 
 def check_rows(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The group section of one run from its operations (index, process, f, key, type,
     invoke_time, complete_time, invoke_value, value), in completion order."""
-    found = GroupFindings()
+    found = Findings(INVALID)
     ops = sorted(rows, key=lambda r: (r["complete_time"] is None, r["complete_time"] or 0, r["index"]))
     sent: dict[str, tuple[int, int]] = {}            # id -> (queue, offset) of ok sends
     delivered: dict[str, int] = defaultdict(int)
@@ -129,10 +97,10 @@ def check_rows(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         if 0 <= offset < given_starts.get(queue, 0):
             found.add("skip", {"id": msg_id, "queue": queue, "offset": offset,
                                "below_committed": given_starts[queue]})
-    return found.section()
+    return found.section(COUNTED, found.counts["holds"] > 0, "no consumer ever held a queue: nothing was consumed")
 
 
-def _rebalance(found: GroupFindings, holds: dict[str, dict[int, _Hold]], client: str, value: dict[str, Any],
+def _rebalance(found: Findings, holds: dict[str, dict[int, _Hold]], client: str, value: dict[str, Any],
                op: dict[str, Any], acked: dict[int, list[tuple[int, int]]], written: dict[int, list[tuple[int, int]]],
                given_starts: dict[int, int]) -> None:
     mine = holds.setdefault(client, {})
@@ -159,7 +127,7 @@ def _acked_time(acked: list[tuple[int, int]], offset: int) -> int:
     return min(t for t, off in acked if off == offset)
 
 
-def _poll(found: GroupFindings, hold: _Hold | None, op: dict[str, Any], items: list[Any],
+def _poll(found: Findings, hold: _Hold | None, op: dict[str, Any], items: list[Any],
           delivered: dict[str, int], delivered_offsets: dict[int, set[int]]) -> None:
     asked = (_json(op["invoke_value"]) or {}).get("offset")
     if hold is not None and asked is not None and hold.next is not None and asked != hold.next:
@@ -186,22 +154,8 @@ def _poll(found: GroupFindings, hold: _Hold | None, op: dict[str, Any], items: l
         hold.next = last + 1
 
 
-class GroupChecker:
+class GroupChecker(RowsChecker):
     """The `group` section of the group workload's runs."""
 
-    name = "group"
-    sections = ("group",)
-    COLUMNS = ("index", "process", "f", "key", "type", "invoke_time", "complete_time", "invoke_value", "value")
-
-    def applies_to(self, run: RunFacts) -> bool:
-        return run.workload == "group"
-
-    def check(self, ctx: CheckContext, runs: list[RunFacts]) -> list[Sections]:
-        rows = ctx.history_of([r.index for r in runs]).select("run", *self.COLUMNS).filter(
-            F.col("f").isNotNull()).collect()
-        by_run: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for row in rows:
-            d = row.asDict()
-            d["key"] = None if d["key"] in (None, "null") else _json(d["key"])
-            by_run[d.pop("run")].append(d)
-        return [{"group": check_rows(by_run[r.index])} for r in runs]
+    name = workload = "group"
+    check_rows = staticmethod(check_rows)

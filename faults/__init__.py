@@ -13,7 +13,7 @@ from faults.context import Applied, AppliedAction, FaultContext, FaultError
 from faults.registry import Nemesis, register
 
 # Built-in nemeses register themselves on import.
-from faults import bandwidth, crash, degrade, disk, figure8, loss, noop, partition, processes, triggers  # noqa: E402,F401  isort: skip
+from faults import bandwidth, clock, crash, degrade, disk, figure8, loss, noop, partition, processes, triggers  # noqa: E402,F401  isort: skip
 
 __all__ = ["Applied", "AppliedAction", "FaultContext", "FaultError", "Nemesis", "apply_all", "register",
            "undo_all"]

@@ -55,6 +55,21 @@ def _rate(value: Any) -> str:
         raise ValueError(str(error)) from None
 
 
+DIRECTIONS = ("forward", "back", "random")
+
+
+def _direction(value: Any) -> str:
+    if value not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {value!r}")
+    return str(value)
+
+
+def _clock_rate(value: float) -> float:
+    if not (math.isfinite(value) and 0.5 <= value <= 2 and value != 1):
+        raise ValueError(f"rate must be in [0.5, 2] and not 1 (1.05: 5 % fast, 0.95: 5 % slow), got {value:g}")
+    return value
+
+
 def _duration(value: float) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"duration must be > 0 seconds, got {value:g}")
@@ -71,6 +86,14 @@ Probability = Annotated[float, AfterValidator(_probability)]
 Duration = Annotated[float, AfterValidator(_duration)]
 # Milliseconds of added link delay, [0, 60000].
 Milliseconds = Annotated[float, Field(ge=0, le=60_000, allow_inf_nan=False)]
+# A clock jump in milliseconds, (0, 1 hour].
+SkewMs = Annotated[float, Field(gt=0, le=3_600_000, allow_inf_nan=False)]
+# Which way a clock jumps: forward, back, or either (drawn per node from the run's seed).
+Direction = Annotated[str, BeforeValidator(_direction)]
+# How fast a drifting clock runs against the true one: 1.05 gains 5 %, 0.95 loses 5 %.
+ClockRate = Annotated[float, AfterValidator(_clock_rate)]
+# Seconds between two flips of a strobing clock: libfaketime reads its file once a second.
+StrobePeriod = Annotated[float, Field(ge=1, le=600, allow_inf_nan=False)]
 # A link rate in tc's syntax (1mbit, 500kbit, 2mbps).
 Rate = Annotated[str, BeforeValidator(_rate)]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -86,13 +109,19 @@ _SHOWN = {
     "Duration": "seconds > 0",
     "Rate": "rate in tc syntax (1mbit, 500kbit, 2mbps)",
     "Milliseconds": "milliseconds in [0, 60000]",
+    "SkewMs": "milliseconds in (0, 3600000]",
+    "Direction": "forward, back or random",
+    "ClockRate": "clock rate in [0.5, 2], not 1 (1.05 = 5 % fast)",
+    "StrobePeriod": "seconds in [1, 600]",
     "Port": "port 1-65535",
     "NodeNames": "node names, comma-separated (n1,n2)",
     "RemotePath": "absolute path",
 }
 _NAMES = {id(KillSignal): "KillSignal", id(Signal): "Signal", id(Probability): "Probability",
           id(Duration): "Duration", id(Rate): "Rate", id(Milliseconds): "Milliseconds",
-          id(Port): "Port", id(NodeNames): "NodeNames", id(RemotePath): "RemotePath"}
+          id(Port): "Port", id(NodeNames): "NodeNames", id(RemotePath): "RemotePath",
+          id(SkewMs): "SkewMs", id(Direction): "Direction", id(ClockRate): "ClockRate",
+          id(StrobePeriod): "StrobePeriod"}
 
 
 def check(annotation: Any, value: Any) -> Any:

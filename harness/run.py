@@ -32,12 +32,15 @@ from typing import Any, Callable, Iterator
 import faults
 import nuclei
 from checkers.ops import WRITE_FUNCTIONS
+from faults.clock import needs_clock_preload
 from faults.crash import needs_crash_fs
 from faults.runner import ActiveFault, ScheduleRunner
 from faults.schedule import FaultSpec
 from faults.targets import normalize_roles
 from faults.triggers import StateFeed
 from faults.validate import validate
+from nuclei import clock
+from nuclei.heal import AFTER_STOP_ACTIONS
 from harness.cluster_state import FILE_NAME as CLUSTER_FILE, ClusterRecorder
 from harness.console import LiveStatus, deferred_sigint, live_display, please_wait
 from harness.signals import run_stoppable, stop_reason
@@ -216,6 +219,26 @@ def mount_crash_fs(pool: Pool, deployer: Deployer, journal: nuclei.Journal,
         pool, journal, node.name, node.workdir, deployer.data_root(node))
 
 
+def preload_clocks(pool: Pool, deployer: Deployer, journal: nuclei.Journal,
+                   fault_specs: list[FaultSpec]) -> None:
+    """With clock faults, every SUT process starts under libfaketime, following a timestamp
+    file of its own (nuclei.clock) that the deployer writes before each start; without
+    one, processes start exactly as they always do."""
+    if not needs_clock_preload(spec.name for spec in fault_specs):
+        return
+    nodes = {node.name: node for node in deployer.used_nodes}
+    try:
+        libraries = {name: clock.find_library(pool, name) for name in nodes}
+        for name, node in nodes.items():
+            clock.prepare(pool, journal, name, node.workdir)
+    except nuclei.NucleusError as error:
+        raise RunError(str(error)) from None
+    deployer.add_env(lambda ref: clock.preload_env(libraries[ref.node], nodes[ref.node].workdir, ref.name,
+                                                   deployer.fake_monotonic_clock))
+    deployer.before_start = lambda ref: clock.before_start(pool, journal, ref.node, nodes[ref.node].workdir, ref.name)
+    deployer.after_start = lambda ref, pid: clock.started(pool, ref.node, nodes[ref.node].workdir, pid)
+
+
 def inventory_record(inventory: Inventory) -> dict[str, Any]:
     data = inventory.model_dump(mode="json")
     data["source"] = str(inventory.source) if inventory.source else None
@@ -295,6 +318,7 @@ class RunLifecycle:
             mount_crash_fs(pool, deployer, journal, fault_specs)
             try:
                 with self.record.phase("deploy", self.status):
+                    preload_clocks(pool, deployer, journal, fault_specs)
                     deployer.install()
                     self.record.notes.extend(getattr(deployer, "notes", ()))
                     deployer.start()
@@ -331,8 +355,8 @@ class RunLifecycle:
                            f"{self.run.path}`: " + "; ".join(report.errors))
 
     def _unmount(self, pool: Pool, journal: nuclei.Journal) -> None:
-        """Remove crash file systems (after the SUT stopped: it ran on them)."""
-        if any(entry.action == "mount" for entry in journal.pending()):
+        """Remove crash file systems and clock files (after the SUT stopped: it ran on them)."""
+        if any(entry.action in AFTER_STOP_ACTIONS for entry in journal.pending()):
             report = nuclei.heal(pool, journal, unmount=True)
             self.record.heal += report.done
             if not report.ok:

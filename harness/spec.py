@@ -236,7 +236,7 @@ class RunSpec(BaseModel):
     store: Path = Path("store")
     # workload options
     queues: int = Field(4, ge=1, le=64, description="queues of the topic (queue, log)")
-    keys: int = Field(3, ge=1, le=64, description="register keys (register)")
+    keys: int = Field(3, ge=1, le=64, description="register keys (register); sharding keys (ordered)")
     ordered: bool = Field(False, description="queue: one producer per shard key, one queue per key")
     drain_timeout: float = Field(60.0, gt=0, le=MAX_DRAIN_TIMEOUT,
                                  description="seconds the drain may take at most")

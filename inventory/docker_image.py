@@ -31,8 +31,9 @@ LABEL_ROLE = f"{LABEL}.role"
 IMAGE_REPOSITORY = "rocketmq-chaos-node"
 DEBOOTSTRAP = "debootstrap"  # image source: a Debian root file system built here
 # default-jre-headless: the Java runtime real RocketMQ (rmq-* profiles) needs on every
-# node; Debian 12's is OpenJDK 17, later releases' newer.
-PACKAGES = ("python3", "openssh-server", "iptables", "iproute2", "procps", "psmisc", "default-jre-headless")
+# node; Debian 12's is OpenJDK 17, later releases' newer. libfaketime: clock faults.
+PACKAGES = ("python3", "openssh-server", "iptables", "iproute2", "procps", "psmisc", "default-jre-headless",
+            "libfaketime")
 EXTRA_PACKAGES: tuple[str, ...] = ()  # crash faults add fuse3 here (docs/docker.md)
 RECIPE_VERSION = "1"  # bump when the image recipe changes in a way the digest does not see
 DEFAULT_MIRROR = "http://deb.debian.org/debian"

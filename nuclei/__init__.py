@@ -5,7 +5,7 @@ whatever a crashed run left behind. Nemeses (faults/) act only through these.
 This package's names are what a nemesis uses: the actions, the journal, and
 `heal`; the rest lives in the submodules (`nuclei.net`, `nuclei.process`,
 `nuclei.heal`, `nuclei.journal`, `nuclei.lazyfs`, `nuclei.shape`,
-`nuclei.degrade`).
+`nuclei.degrade`, `nuclei.clock`).
 """
 from nuclei import lazyfs  # noqa: F401  the crash file system, used as nuclei.lazyfs
 from nuclei.heal import heal

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nuclei import degrade, diskfault, lazyfs, net, process, shape
+from nuclei import clock, degrade, diskfault, lazyfs, net, process, shape
 from nuclei.journal import Journal, JournalEntry
 from nuclei.remote import NucleusError, in_parallel
 
@@ -19,6 +19,9 @@ IPTABLES_ACTIONS = ("drop", "loss")
 # A crash file system stays mounted while the SUT runs on it: only the heal at
 # the very end (`unmount=True`, after the SUT stopped) and `chaos heal` remove it.
 MOUNT_ACTIONS = ("mount",)
+# Undone only after the SUT stopped, like a mount: the clock faults' timestamp files, which
+# the preloaded SUT processes read as long as they run.
+AFTER_STOP_ACTIONS = MOUNT_ACTIONS + (clock.FILES_ACTION,)
 NO_RESTART_ON_MOUNT = "its data directory is on the crash file system this heal unmounts"
 
 
@@ -63,6 +66,12 @@ def undo(pool: Any, journal: Journal, entry: JournalEntry,
     if entry.action == diskfault.ACTION:
         counts = diskfault.undo(pool, journal, entry)
         return f"{entry.node}: cleared the disk faults at {entry.params.get('mountpoint')} (hits {counts or 'none'})"
+    if entry.action == clock.ACTION:
+        reset = clock.undo(pool, journal, entry)
+        return f"{entry.node}: the clocks of {len(reset)} process(es) back to true time ({entry.params.get('kind')})"
+    if entry.action == clock.FILES_ACTION:
+        clock.remove(pool, journal, entry)
+        return f"{entry.node}: removed the clock faults' timestamp files in {entry.params.get('directory')}"
     if entry.action == "mount":
         lazyfs.unmount(pool, journal, entry)
         return f"{entry.node}: unmounted the crash file system at {entry.params.get('mountpoint')}"
@@ -74,11 +83,12 @@ def heal(pool: Any, journal: Journal, nodes: Iterable[str] = (),
     """Undo everything still applied, then remove our chain on every node that had
     network actions (plus `nodes`). Nodes are healed in parallel; a failure on
     one node does not stop the others and leaves its entries pending for a retry.
-    Crash file systems are unmounted only with `unmount` (last, after processes)."""
+    Crash file systems are unmounted, and clock files removed, only with `unmount` (last,
+    after processes)."""
     report = HealReport()
     by_node: dict[str, list[JournalEntry]] = defaultdict(list)
     for entry in journal.pending():
-        if unmount or entry.action not in MOUNT_ACTIONS:
+        if unmount or entry.action not in AFTER_STOP_ACTIONS:
             by_node[entry.node].append(entry)
     chain_nodes = {entry.node for entry in journal.entries() if entry.action in IPTABLES_ACTIONS}
     chain_nodes.update(nodes)
@@ -87,8 +97,8 @@ def heal(pool: Any, journal: Journal, nodes: Iterable[str] = (),
         # Network first so the node can talk again, then processes newest first.
         entries = by_node.get(node, [])
         ordered = [e for e in entries if e.action in NETWORK_ACTIONS]
-        ordered += [e for e in reversed(entries) if e.action not in NETWORK_ACTIONS + MOUNT_ACTIONS]
-        ordered += [e for e in entries if e.action in MOUNT_ACTIONS]
+        ordered += [e for e in reversed(entries) if e.action not in NETWORK_ACTIONS + AFTER_STOP_ACTIONS]
+        ordered += [e for e in entries if e.action in AFTER_STOP_ACTIONS]
         # A process restarted on a crash file system this heal removes would lose its data
         # under it: on such a node the killed processes stay down.
         doomed = NO_RESTART_ON_MOUNT if any(e.action in MOUNT_ACTIONS for e in entries) else ""

@@ -31,6 +31,7 @@ APT_PACKAGES=(
   openjdk-17-jdk-headless maven
   chromium
   fuse3
+  libfaketime faketime
 )
 if [ -n "$want_docker" ]; then
   APT_PACKAGES+=(docker.io debootstrap)

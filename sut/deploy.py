@@ -13,6 +13,7 @@ found again by pidfile, never by a process-name pattern.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 import shlex
@@ -38,6 +39,8 @@ class Placement:
 
     nodes: list[Node]
     refs: list[ProcessRef]
+    # Clock faults move the wall clock only, unless a system's leases read the monotonic one.
+    fake_monotonic_clock = False
 
     def _place(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
                render_processes: Callable[[Any, list[str], list[str]], list[Any]]) -> list[Any]:
@@ -58,6 +61,10 @@ class Placement:
         # Called for every node before its data is wiped and its processes start
         # (the run mounts the crash file system on data_root(node) here).
         self.prepare_node: Callable[[Node], None] | None = None
+        # Called around every start and restart of a process (a run with clock faults writes
+        # the process's timestamp file before and notes its pid after).
+        self.before_start: Callable[[ProcessRef], None] | None = None
+        self.after_start: Callable[[ProcessRef, int], None] | None = None
         return rendered
 
     def _stop_and_prepare(self) -> None:
@@ -70,6 +77,20 @@ class Placement:
 
     def stop(self) -> None:
         raise NotImplementedError
+
+    def add_env(self, env_of: Callable[[ProcessRef], dict[str, str]]) -> None:
+        """Start every process with more environment (a run with clock faults: libfaketime's)."""
+        self.refs = [dataclasses.replace(ref, env={**ref.env, **env_of(ref)}) for ref in self.refs]
+
+    def start_process(self, ref: ProcessRef) -> int:
+        """Start one process detached (also the restart hook of the kill nemesis); its pid."""
+        if self.before_start is not None:
+            self.before_start(ref)
+        pid = self.pool.start_detached(ref.node, list(ref.argv), ref.pidfile, ref.logfile, cwd=ref.cwd,
+                                       env=ref.env or None)
+        if self.after_start is not None:
+            self.after_start(ref, pid)
+        return pid
 
     @staticmethod
     def data_root(node: Node) -> str:
@@ -87,6 +108,10 @@ class Placement:
 
 class ModelDeployer(Placement):
     """The model's deployer (sut.systems.Deployer): uploads sut/ and runs `python -m sut`."""
+
+    # The model's leases and heartbeats read time.monotonic() where RocketMQ reads
+    # System.currentTimeMillis(): a clock fault must move the monotonic clock too to reach them.
+    fake_monotonic_clock = True
 
     def __init__(self, pool: Pool, inventory: Inventory, profile_name: str, run_dir: str | Path,
                  timing: str = "default", python: str = "python3", bugs: tuple[str, ...] = ()) -> None:
@@ -138,11 +163,6 @@ class ModelDeployer(Placement):
             self.pool.put(ref.node, path, ref.config_path)
         for ref in self.refs:
             self.start_process(ref)
-
-    def start_process(self, ref: ProcessRef) -> int:
-        """Start one process detached (also the restart hook of the kill nemesis); its pid."""
-        return self.pool.start_detached(ref.node, list(ref.argv), ref.pidfile, ref.logfile,
-                                        cwd=ref.cwd, env=ref.env)
 
     def wait_healthy(self, timeout: float = 60.0) -> None:
         """Wait until every process answers PROCESS_STATUS with ready=true."""

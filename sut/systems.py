@@ -64,6 +64,10 @@ class Deployer(ClusterStateReader, Protocol):
     profile: Profile
     refs: list[ProcessRef]
     prepare_node: Callable[[Node], None] | None
+    before_start: Callable[[ProcessRef], None] | None
+    after_start: Callable[[ProcessRef, int], None] | None
+    # Whether a clock fault moves the processes' CLOCK_MONOTONIC too (docs/nemeses.md, clocks).
+    fake_monotonic_clock: bool
 
     @property
     def used_nodes(self) -> list[Node]: ...
@@ -78,6 +82,8 @@ class Deployer(ClusterStateReader, Protocol):
     def start(self) -> None: ...
 
     def start_process(self, ref: ProcessRef) -> int: ...
+
+    def add_env(self, env_of: Callable[[ProcessRef], dict[str, str]]) -> None: ...
 
     def wait_healthy(self, timeout: float = ...) -> None: ...
 
@@ -120,7 +126,11 @@ SYSTEMS: dict[str, System] = {
         failure_detection="sut.profiles:failure_detection_s",
         deployer="sut.deploy:ModelDeployer",
         queue_client="workloads.clients:BrokerClient",
-        takes_bugs=True),
+        takes_bugs=True,
+        refused_workloads={
+            "ordered": "the model has no orderly consumer (queue locks, lockBatchMQ); run it on an rmq- profile",
+            "transactional": "the model has no half messages or check-back; run it on an rmq- profile",
+            "delayed": "the model has no timer wheel; run it on an rmq- profile"}),
     "rocketmq": System(
         title="real RocketMQ",
         profiles="sut.rocketmq.profiles:PROFILES",

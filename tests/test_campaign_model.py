@@ -110,7 +110,7 @@ def test_broken_yaml_and_missing_files_are_one_line_errors(tmp_path):
         load_campaign(write(tmp_path, GOOD.replace("name: tiny\n", "name: tiny\ninventory: {file: nope.yaml}\n")))
 
 
-@pytest.mark.parametrize("name", ["smoke", "nightly", "seed-article"])
+@pytest.mark.parametrize("name", ["smoke", "nightly", "seed-article", "rocketmq-message-types"])
 def test_every_shipped_campaign_file_is_valid(name):
     campaign = load_campaign(REPO / "campaigns" / f"{name}.yaml")
     assert plan(campaign).runs

@@ -122,7 +122,7 @@ def test_a_broken_plugin_is_reported_and_the_rest_still_load(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("names, nodes, fixed, message", [
-    (["random-kil"], 5, (), "unknown fault 'random-kil'; known faults: bridge, figure-8-partition, fixed-"),
+    (["random-kil"], 5, (), "unknown fault 'random-kil'; known faults: bridge, clock-strobe, figure-8-partition, fixed-"),
     (["bridge"], 2, (), "fault bridge needs at least 3 nodes; the cluster has 2"),
     (["partition-majorities-ring"], 2, (), "needs at least 3 nodes"),
     (["minor-suspend"], 2, (), "needs at least 3 nodes"),

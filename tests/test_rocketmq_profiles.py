@@ -80,7 +80,8 @@ def test_every_process_has_a_home_and_store_of_its_own_and_the_nameserver_a_node
     broker = procs["broker-a-0"].properties
     assert broker["storePathRootDir"].startswith(procs["broker-a-0"].data_dir)
     assert int(broker["mappedFileSizeCommitLog"]) <= 64 * 1024 * 1024
-    assert broker["messageIndexEnable"] == "false" and broker["timerWheelEnable"] == "false"
+    assert broker["messageIndexEnable"] == "false" and broker["timerWheelEnable"] == "true"
+    assert int(broker["mappedFileSizeTimerLog"]) <= 16 * 1024 * 1024
 
 
 def test_controller_mode_acks_from_the_sync_state_set_and_unclean_from_the_master_alone():

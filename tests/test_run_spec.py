@@ -17,7 +17,7 @@ def run_cli(*args: str):
 
 @pytest.mark.parametrize("args,message", [
     (["--profile", "nope"], "--profile: unknown profile 'nope'; known: "),
-    (["--workload", "bank"], "--workload: unknown workload 'bank'; known: group, log, queue, register"),
+    (["--workload", "bank"], "--workload: unknown workload 'bank'; known: delayed, group, log, ordered, queue, register, transactional"),
     (["--fault", "random-kill", "--fault", "meteor"], "unknown fault 'meteor'"),
     (["--fault", "random-loss:colour=red"], "fault random-loss: unknown option(s) colour"),
     (["--time", "20", "--interval", "15"], "--time 20s is shorter than one fault interval"),

@@ -22,11 +22,13 @@ def test_the_builtins_carry_their_routes_in_the_order_infer_workload_tries_them(
     # In a fresh interpreter that imports the register workload first: still listed last.
     probe = "import workloads.register; from workloads import registry; print(list(registry.routes()))"
     fresh = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert fresh.stdout.strip() == "['queue', 'log', 'register', 'group']", fresh.stderr
+    assert fresh.stdout.strip() == ("['queue', 'log', 'register', 'group', 'ordered', 'transactional', "
+                                    "'delayed']"), fresh.stderr
     assert list(registry.routes())[:3] == ["queue", "log", "register"]
     assert route("log").model == "log" and route("register").model == "cas-register"
     assert route("queue").anomalies == registry.MESSAGE_ANOMALIES and route("queue").model is None
     assert infer_workload({"append", "read"}) == "log" and infer_workload({"cas"}) == "register"
+    assert infer_workload({"consume"}) == "ordered" and infer_workload({"tx-check"}) == "transactional"
 
 
 def test_the_installed_example_runs_as_a_workload_and_the_checkers_route_it(plugin_site, tmp_path):

@@ -22,7 +22,8 @@ from plugins import PluginGroup
 
 ENTRY_POINT_GROUP = "chaos.workloads"
 # Registered in this order, the order infer_workload tries them.
-_BUILTIN_MODULES = ("workloads.queue", "workloads.log", "workloads.register", "workloads.group")
+_BUILTIN_MODULES = ("workloads.queue", "workloads.log", "workloads.register", "workloads.group",
+                     "workloads.ordered", "workloads.transactional", "workloads.delayed")
 
 # How the `queue` section of a run is filled (checkers/anomalies.py): by
 # following message ids (checkers/queue.py, which also fills `order`) or

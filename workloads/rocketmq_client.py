@@ -120,11 +120,13 @@ class RocketMQClient:
             await asyncio.sleep(ROUTE_POLL_S)
 
     # -- operations ---------------------------------------------------------------------------
-    async def send(self, queue: int, body: bytes, msg_id: str) -> Completion:
-        """ok value: the queue offset the message got."""
+    async def send(self, queue: int, body: bytes, msg_id: str, deliver_ms: int | None = None) -> Completion:
+        """ok value: the queue offset the message got (with `deliver_ms`, a timer message
+        delivered then: the offset is the timer topic's)."""
+        timer = {"deliver_ms": deliver_ms} if deliver_ms else {}
         try:
             sent = await self._call("send", queue=queue, body=base64.b64encode(body).decode(),
-                                    key=msg_id, timeout_ms=self.send_timeout_ms)
+                                    key=msg_id, timeout_ms=self.send_timeout_ms, **timer)
         except (DriverError, DriverDied) as exc:
             return Completion(classify_error(exc), None, self._node(_broker_of(exc)), error_text(exc))
         node = self._node(sent.get("broker_addr"))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.group import INVALID as GROUP_SAFETY
+from checkers.message_types import DELAYED_INVALID, ORDERED_INVALID, TRANSACTIONAL_INVALID
 from checkers.verdict import UNKNOWN, as_verdict, merge_valid
 from harness.campaign.gates import families
 from harness.campaign.model import COMBINE, Campaign, CampaignError, profile_of
@@ -71,6 +72,10 @@ def safety_anomalies(results: dict[str, Any]) -> list[str]:
     found = _positive_counts(results.get("queue"), SAFETY_COUNTS, "queue")
     # a consumer group's lost, skipped or reordered deliveries
     found += _positive_counts(results.get("group"), GROUP_SAFETY, "group")
+    # RocketMQ's message types: order per key, transactions' fates, timer deliveries
+    for name, invalid in (("ordered", ORDERED_INVALID), ("transactional", TRANSACTIONAL_INVALID),
+                          ("delayed", DELAYED_INVALID)):
+        found += _positive_counts(results.get(name), invalid, name)
     for name in ("linearizable", "order"):
         if (results.get(name) or {}).get("valid") is False:
             found.append(f"{name}: invalid")

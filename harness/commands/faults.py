@@ -11,7 +11,7 @@ from faults import registry
 from faults.options import describe as describe_option
 from harness.cli import UserError
 from inventory import Inventory, InventoryError, Pool, load
-from nuclei.heal import MOUNT_ACTIONS, HealReport
+from nuclei.heal import AFTER_STOP_ACTIONS, HealReport
 from nuclei.journal import JournalError
 from nuclei.net import clear
 from nuclei.process import resume_stopped_under
@@ -87,12 +87,13 @@ def heal(store_dir: Path | None, inventory_file: Path | None) -> None:
 
 def _stop_sut_on_crash_fs(pool: Pool, inventory: Inventory, run: Path, journal: nuclei.Journal,
                           problems: list[str]) -> None:
-    """A crash file system is about to be unmounted: the run's SUT, which keeps its data on
-    it, is stopped first (the heal restarts no killed process there either)."""
+    """A crash file system is about to be unmounted (or clock files removed): the run's SUT,
+    which keeps its data on it (or follows those files), is stopped first (the heal restarts
+    no killed process on a crash file system either)."""
     from harness.stale import stop_run_sut
     from sut.deploy import DeployError
 
-    if not any(entry.action in MOUNT_ACTIONS for entry in journal.pending()):
+    if not any(entry.action in AFTER_STOP_ACTIONS for entry in journal.pending()):
         return
     record_file = run / "run.json"
     if not record_file.is_file():
@@ -105,7 +106,7 @@ def _stop_sut_on_crash_fs(pool: Pool, inventory: Inventory, run: Path, journal: 
         click.echo(f"error: {run}: could not stop its SUT before the unmount: {error}", err=True)
         problems.append(str(error))
         return
-    click.echo(f"{run}: stopped its SUT (its data was on the crash file system)")
+    click.echo(f"{run}: stopped its SUT (it ran on the crash file system or the clock files)")
 
 
 def _show(report: HealReport, problems: list[str]) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from sut.profiles import Profile, ProfileError
 from sut.rocketmq.profiles import (CONTROLLER_MAPPED_FILE_MB, DIRECT_MEMORY_MB, HEAP_MB, MAPPED_FILE_MB, PORTS,
-                                   TRANSIENT_STORE_POOL_SIZE, rmq_timing)
+                                   TIMER_LOG_MB, TRANSIENT_STORE_POOL_SIZE, rmq_timing)
 
 MAIN_CLASS = {"namesrv": "org.apache.rocketmq.namesrv.NamesrvStartup",
               "controller": "org.apache.rocketmq.controller.ControllerStartup",
@@ -190,9 +190,14 @@ def _broker(config: dict[str, Any], t: dict[str, int], data_dir: str, host: str,
         "storePathRootDir": store, "storePathCommitLog": posixpath.join(store, "commitlog"),
         "mappedFileSizeCommitLog": MAPPED_FILE_MB * 1024 * 1024,
         "mappedFileSizeConsumeQueue": 30000 * 20,
-        # Index files (~420 MB each) and the timer log serve features the
-        # workloads do not use (lookup by key, delayed messages).
-        "messageIndexEnable": False, "timerWheelEnable": False, "warmMapedFileEnable": False,
+        # Index files (~420 MB each) serve lookup by key, which no workload uses. The timer
+        # wheel serves the delayed workload, with a small timer log and few threads.
+        "messageIndexEnable": False, "warmMapedFileEnable": False,
+        "timerWheelEnable": True, "mappedFileSizeTimerLog": TIMER_LOG_MB * 1024 * 1024,
+        "timerGetMessageThreadNum": 1, "timerPutMessageThreadNum": 1,
+        # Half messages are checked back after transactionTimeOut, every transactionCheckInterval
+        # (RocketMQ: 6 s and 30 s), short so a run sees its unknown transactions resolved.
+        "transactionTimeOut": t["transaction_timeout_ms"], "transactionCheckInterval": t["transaction_check_ms"],
         "autoCreateTopicEnable": False, "autoCreateSubscriptionGroup": True,
         "registerNameServerPeriod": t["broker_register_interval_ms"],
         "brokerNotActiveTimeoutMillis": t["broker_not_active_timeout_ms"],

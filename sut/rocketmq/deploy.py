@@ -30,6 +30,11 @@ ADMIN_TIMEOUT_S = 5.0
 
 
 class RocketMQDeployer(Placement):
+    # RocketMQ's leases and heartbeats read System.currentTimeMillis() (CLOCK_REALTIME), and a
+    # JVM whose CLOCK_MONOTONIC libfaketime fakes tends to hang in its timed waits: only the
+    # wall clock moves, as on a machine whose clock is stepped.
+    fake_monotonic_clock = False
+
     def __init__(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
                  timing: str = "default", java: str = "java", bugs: tuple[str, ...] = (),
                  version: str | None = None, class_archives: bool = True) -> None:
@@ -144,10 +149,6 @@ class RocketMQDeployer(Placement):
             if any(map(self._ask_leader, controllers)):
                 return
             time.sleep(0.5)
-
-    def start_process(self, ref: ProcessRef) -> int:
-        """Start one process detached (also the restart hook of the kill nemesis); its pid."""
-        return self.pool.start_detached(ref.node, list(ref.argv), ref.pidfile, ref.logfile, cwd=ref.cwd)
 
     def wait_healthy(self, timeout: float = 90.0) -> None:
         """Wait until the nameserver routes every broker and its group has a master."""

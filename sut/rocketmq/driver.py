@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-DRIVER_JAR = ROOT / "build" / "rmq-driver.jar"
+# CHAOS_RMQ_DRIVER_JAR: a driver built elsewhere (a branch's sources, beside a shared build/).
+DRIVER_JAR = Path(os.environ.get("CHAOS_RMQ_DRIVER_JAR") or ROOT / "build" / "rmq-driver.jar")
 START_TIMEOUT_S = 60.0
 CLOSE_TIMEOUT_S = 5.0
 # A client JVM: small heap, C1 only and the serial collector start fast and stay small

@@ -43,6 +43,8 @@ RMQ_TIMINGS: dict[str, dict[str, int]] = {
         "ha_heartbeat_interval_ms": 5000,           # haSendHeartbeatInterval
         "ha_housekeeping_ms": 20000,                # haHousekeepingInterval
         "jraft_election_timeout_ms": 1000,          # jRaftElectionTimeoutMs
+        "transaction_timeout_ms": 6000,             # transactionTimeOut: a half message's age before check-back
+        "transaction_check_ms": 30000,              # transactionCheckInterval
     },
     "fast": {
         "namesrv_scan_interval_ms": 1000,
@@ -58,6 +60,8 @@ RMQ_TIMINGS: dict[str, dict[str, int]] = {
         "ha_heartbeat_interval_ms": 1000,
         "ha_housekeeping_ms": 5000,
         "jraft_election_timeout_ms": 1000,
+        "transaction_timeout_ms": 2000,
+        "transaction_check_ms": 2000,
     },
 }
 
@@ -92,6 +96,7 @@ PORTS = {"namesrv": {"port": 9876},
 HEAP_MB = {"namesrv": 128, "controller": 160, "broker": 320}
 MAPPED_FILE_MB = 16          # commitlog / DLedger entry files (RocketMQ: 1 GiB)
 CONTROLLER_MAPPED_FILE_MB = 8
+TIMER_LOG_MB = 8             # the timer wheel's log files (RocketMQ: 100 MiB)
 # Direct memory of every JVM (netty's buffers); a broker with transientStorePoolEnable
 # adds its pool: TRANSIENT_STORE_POOL_SIZE off-heap buffers of one commitlog file each.
 DIRECT_MEMORY_MB = 128

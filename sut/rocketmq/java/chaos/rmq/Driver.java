@@ -69,6 +69,10 @@ public final class Driver {
 
     private final Map<Integer, Client> clients = new ConcurrentHashMap<>();
     private final Map<Integer, GroupMember> members = new ConcurrentHashMap<>();
+    private final Map<Integer, OrderedMember> orderedMembers = new ConcurrentHashMap<>();
+    private final Map<Integer, TxProducer> txProducers = new ConcurrentHashMap<>();
+    // Check-backs answered by any transactional producer, until the harness takes them.
+    private final List<JSONObject> txChecks = new ArrayList<>();
     private final Map<String, DefaultMQAdminExt> admins = new ConcurrentHashMap<>();
     private final AtomicInteger nextClient = new AtomicInteger();
     private final ExecutorService pool = Executors.newCachedThreadPool(r -> {
@@ -193,6 +197,15 @@ public final class Driver {
                                                    r.getIntValue("max", 32), r.getLongValue("timeout_ms", 3000));
             case "group_commit": member(r).commit(r.getIntValue("queue"), r.getLongValue("offset")); return true;
             case "group_close": return groupClose(r);
+            case "ordered_open": return orderedOpen(r);
+            case "ordered_take": return orderedMember(r).take();
+            case "ordered_close": return orderedClose(r);
+            case "tx_open": return txOpen(r);
+            case "tx_send": return txProducer(r).send(r.getString("topic"), Base64.getDecoder().decode(r.getString("body")),
+                                                      r.getString("key"), r.getString("decision"),
+                                                      r.getString("resolution"));
+            case "tx_checks": return TxProducer.take(txChecks);
+            case "tx_close": return txClose(r);
             case "ping": return "pong";
             default: throw new RequestError("unknown op " + op);
         }
@@ -301,6 +314,64 @@ public final class Driver {
         return m;
     }
 
+    // -- orderly consumers and transactional producers --------------------------------------
+
+    private String tag(String kind, int id) {
+        return "chaos-" + ProcessHandle.current().pid() + "-" + kind + id;
+    }
+
+    private Object orderedOpen(JSONObject r) throws MQClientException {
+        int id = nextClient.incrementAndGet();
+        OrderedMember member = new OrderedMember(r.getString("namesrv"), r.getString("group"), r.getString("topic"),
+                                                 tag("o", id), r.getIntValue("timeout_ms", 3000),
+                                                 r.getIntValue("route_refresh_ms", 30000), r.getLongValue("process_ms", 5));
+        orderedMembers.put(id, member);
+        JSONObject result = new JSONObject();
+        result.put("member", id);
+        result.put("client_id", member.clientId());
+        return result;
+    }
+
+    private OrderedMember orderedMember(JSONObject r) throws RequestError {
+        OrderedMember m = orderedMembers.get(r.getIntValue("member"));
+        if (m == null) {
+            throw new RequestError("no open orderly consumer " + r.get("member"));
+        }
+        return m;
+    }
+
+    private Object orderedClose(JSONObject r) {
+        OrderedMember m = orderedMembers.remove(r.getIntValue("member"));
+        return m == null ? null : m.close();
+    }
+
+    private Object txOpen(JSONObject r) throws MQClientException {
+        int id = nextClient.incrementAndGet();
+        TxProducer producer = new TxProducer(r.getString("namesrv"), r.getString("group"), tag("t", id),
+                                             r.getIntValue("timeout_ms", 3000), r.getIntValue("route_refresh_ms", 30000),
+                                             txChecks);
+        txProducers.put(id, producer);
+        JSONObject result = new JSONObject();
+        result.put("client", id);
+        return result;
+    }
+
+    private TxProducer txProducer(JSONObject r) throws RequestError {
+        TxProducer p = txProducers.get(r.getIntValue("client"));
+        if (p == null) {
+            throw new RequestError("no open transactional producer " + r.get("client"));
+        }
+        return p;
+    }
+
+    private Object txClose(JSONObject r) {
+        TxProducer p = txProducers.remove(r.getIntValue("client"));
+        if (p != null) {
+            p.close();
+        }
+        return p != null;
+    }
+
     private MessageQueue queue(Client c, String topic, int index) throws RequestError {
         List<MessageQueue> queues = queuesOf(c, topic, false);
         if (index >= queues.size()) {
@@ -320,6 +391,11 @@ public final class Driver {
         String key = r.getString("key");
         if (key != null) {
             msg.setKeys(key);
+        }
+        long deliverMs = r.getLongValue("deliver_ms", 0L);
+        if (deliverMs > 0) {
+            // A timer message (RocketMQ 5's timer wheel, timerWheelEnable on the broker).
+            msg.setDeliverTimeMs(deliverMs);
         }
         // Where the client sends: the master of its current route (reported as the node).
         String addr = c.instance().findBrokerAddressInPublish(mq.getBrokerName());
@@ -386,6 +462,8 @@ public final class Driver {
                 item.put("body", Base64.getEncoder().encodeToString(m.getBody()));
                 item.put("msg_id", m.getMsgId());
                 item.put("keys", m.getKeys());
+                item.put("store_ms", m.getStoreTimestamp());
+                item.put("born_ms", m.getBornTimestamp());
                 messages.add(item);
             }
         }
@@ -576,6 +654,8 @@ public final class Driver {
         Thread closer = new Thread(() -> {
             clients.values().forEach(c -> c.producer.shutdown());
             members.values().forEach(GroupMember::close);
+            orderedMembers.values().forEach(OrderedMember::close);
+            txProducers.values().forEach(TxProducer::close);
             admins.values().forEach(DefaultMQAdminExt::shutdown);
         });
         closer.setDaemon(true);
