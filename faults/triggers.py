@@ -225,22 +225,7 @@ def _details(firing: Firing) -> dict[str, Any]:
 
 def kill_roles(ctx: FaultContext, what: str, roles: Mapping[str, set[str]], firing: Firing) -> Applied:
     """kill -9, at one instant, the processes of the given roles on each node (restarted at stop)."""
-    work = {node: [p for p in ctx.processes(node) if getattr(p, "role", "") in wanted]
-            for node, wanted in roles.items()}
-
-    def job(node: str):
-        def run(record: Record) -> None:
-            for proc in work[node]:
-                try:
-                    for entry in nuclei.kill(ctx.pool, ctx.journal, proc, signal="KILL"):
-                        record(entry, proc)
-                except nuclei.ProcessNotRunning:
-                    pass
-        return run
-
-    actions = apply_all(ctx, what, {node: job(node) for node in work})
-    processes = sorted(f"{a.entry.node}/{a.entry.params.get('name')}" for a in actions)
-    return Applied(targets=list(firing.nodes), actions=actions, details={**_details(firing), "processes": processes})
+    return signal_roles(ctx, what, roles, {}, firing)
 
 
 class MasterControllerKill(TriggeredFault):
@@ -361,7 +346,8 @@ def signal_roles(ctx: FaultContext, what: str, kills: Mapping[str, set[str]],
         return run
 
     actions = apply_all(ctx, what, {node: job(node) for node in work})
-    done = sorted(f"{a.entry.node}/{a.entry.params.get('name')} ({a.entry.action})" for a in actions)
+    done = sorted(f"{a.entry.node}/{a.entry.params.get('name')}" + (" (paused)" if a.entry.action == "pause" else "")
+                  for a in actions)
     return Applied(targets=list(firing.nodes), actions=actions, details={**_details(firing), "processes": done})
 
 
