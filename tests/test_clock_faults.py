@@ -155,11 +155,16 @@ def test_a_preloaded_process_follows_its_timestamp_file(tmp_path, fake_monotonic
         time.sleep(1.2)
         assert abs(ask()[0]) < 0.5
     finally:
-        child.kill()
-        child.wait()
-        for leftover in (f"/dev/shm/faketime_shm_{child.pid}", f"/dev/shm/sem.faketime_sem_{child.pid}"):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
+        stop_preloaded(child)
+
+
+def stop_preloaded(child: subprocess.Popen) -> None:
+    """Kill a local preloaded child and remove the libfaketime segments SIGKILL leaves."""
+    child.kill()
+    child.wait()
+    for leftover in (f"/dev/shm/faketime_shm_{child.pid}", f"/dev/shm/sem.faketime_sem_{child.pid}"):
+        if os.path.exists(leftover):
+            os.unlink(leftover)
 
 
 JAVA_PROBE = textwrap.dedent("""
@@ -207,11 +212,7 @@ def test_a_jvm_under_the_preload_sees_its_wall_clock_jump_and_keeps_its_monotoni
         wall, mono, parked = ask()
         assert wall == pytest.approx(3600, abs=1) and mono == pytest.approx(mono0, abs=1) and parked < 1
     finally:
-        child.kill()
-        child.wait()
-        for leftover in (f"/dev/shm/faketime_shm_{child.pid}", f"/dev/shm/sem.faketime_sem_{child.pid}"):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
+        stop_preloaded(child)
 
 
 # -- journal and heal -------------------------------------------------------------------------------

@@ -198,3 +198,21 @@ def test_after_a_sigkill_on_a_lasting_cluster_the_next_run_heals_its_journal_and
 
 def sut_processes(workdirs: list[str]) -> list[str]:
     return [line for line in processes_mentioning(" -m sut ") if any(w in line for w in workdirs)]
+
+
+@pytest.mark.cluster
+def test_a_sigterm_to_teeth_while_its_cluster_comes_up_removes_the_cluster_and_exits_130(tmp_path, home):
+    """The stop handlers cover the whole `chaos teeth`, not only each campaign's runs."""
+    store = tmp_path / "store"
+    cmd = [CHAOS, "teeth", str(REPO / "campaigns" / "smoke.yaml"), "--bug", "raft-commit-without-quorum",
+           "--store", str(store), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**os.environ, "CHAOS_HOME": str(home)})
+    try:
+        record = wait_for(lambda: netns.clusters(home=home), 180, "the teeth cluster to come up")[0]
+        proc.send_signal(signal.SIGTERM)
+    finally:
+        out, err = stop(proc)
+    assert proc.returncode == 130, err
+    assert leftovers(home, record.name) == []
+    assert not netns.clusters(home=home)

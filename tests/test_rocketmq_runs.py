@@ -2,7 +2,11 @@
 under master kills is valid with failovers counted, and so is one under a master
 crash (kill -9 of the machine and its unsynced writes dropped on the crash file
 system); rmq-controller-unclean under master partitions is caught losing
-acknowledged messages, listed by id.
+acknowledged messages, listed by id. RocketMQ's message types, one short run each under
+a master kill: orderly consumption keeps every key in send order with no gap and no
+queue processed by two members at once; committed transactions are delivered,
+rolled-back ones never, unknown ones resolved by check-back; timer messages come no
+earlier than their delivery time and none is lost.
 
 Full form (CHAOS_LONG unset or "full"): 60 s runs; CI's short form: 32 s runs with
 two 10 s fault windows (fast timing: Controller mode detects a dead master in 4 s).
@@ -107,3 +111,37 @@ def test_a_consumer_group_on_rocketmqs_own_consumer_is_valid_under_a_master_kill
     counts = group["counts"]
     assert counts["sent_ok"] > 50 and counts["lost"] == 0 and counts["holds"] >= 4 and counts["commits"] > 5, counts
     assert results["checkers"]["rto"]["failovers"] >= 1
+
+
+def message_type_run(cluster, store: Path, workload: str) -> dict:
+    """One 24 s run of a message-type workload under a master kill; its results."""
+    outcome = chaos_run(cluster, store, profile="rmq-controller-3", faults=["leader-kill"], workload=workload,
+                        time=24, concurrency=5, seed=11)
+    assert outcome.status == "complete", outcome.error
+    return json.loads((outcome.run.path / "results.json").read_text())
+
+
+def test_orderly_consumption_keeps_each_key_in_send_order_across_a_master_kill(cluster, tmp_path):
+    results = message_type_run(cluster, tmp_path / "store", "ordered")
+    ordered = results["checkers"]["ordered"]
+    assert ordered["valid"] is True, json.dumps(ordered)
+    counts = ordered["counts"]
+    assert counts["sent_ok"] > 50 and counts["processed"] >= counts["sent_ok"] and counts["keys"] >= 3, counts
+    assert results["checkers"]["rto"]["failovers"] >= 1
+
+
+def test_transactions_commit_roll_back_and_resolve_unknowns_by_check_back_across_a_master_kill(cluster, tmp_path):
+    results = message_type_run(cluster, tmp_path / "store", "transactional")
+    tx = results["checkers"]["transactional"]
+    assert tx["valid"] is True, json.dumps(tx)
+    by_decision = tx["acknowledged_by_decision"]
+    assert min(by_decision.get(d, 0) for d in ("commit", "rollback", "unknown")) >= 5, by_decision
+    assert tx["counts"]["checks"] >= by_decision["unknown"], tx["counts"]
+
+
+def test_timer_messages_are_delivered_on_time_and_none_is_lost_across_a_master_kill(cluster, tmp_path):
+    results = message_type_run(cluster, tmp_path / "store", "delayed")
+    delayed, queue = results["checkers"]["delayed"], results["checkers"]["queue"]
+    assert delayed["valid"] is True, json.dumps(delayed)
+    assert queue["valid"] is True and queue["counts"]["lost"] == 0, json.dumps(queue["counts"])
+    assert delayed["counts"]["seen"] >= delayed["counts"]["timed"] > 30, delayed["counts"]

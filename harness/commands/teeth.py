@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,8 @@ def teeth(file: Path, bugs: tuple[str, ...], store: Path, rocketmq_version: str 
     from harness.stale import clean_up_first
     clean_up_first(console)
     began = time.monotonic()
-    verdicts = run_teeth(spec, file.resolve(), store, names, console, show_progress=not quiet)
+    verdicts = run_teeth_stoppable(lambda: run_teeth(spec, file.resolve(), store, names, console,
+                                                     show_progress=not quiet))
     wall = time.monotonic() - began
     if as_json:
         from harness.campaign.teeth import score
@@ -108,7 +110,8 @@ def historic_teeth(file: Path, bugs: tuple[str, ...], store: Path, rocketmq_vers
         print_historic_dry_run(spec, store, as_json)
         return
     began = time.monotonic()
-    verdicts = regressions.run_regressions(spec, file.resolve(), store, console, show_progress=not quiet)
+    verdicts = run_teeth_stoppable(lambda: regressions.run_regressions(spec, file.resolve(), store, console,
+                                                                       show_progress=not quiet))
     wall = time.monotonic() - began
     if as_json:
         from harness.campaign.teeth import score
@@ -118,6 +121,15 @@ def historic_teeth(file: Path, bugs: tuple[str, ...], store: Path, rocketmq_vers
     else:
         print_historic_table(spec.name, verdicts, wall)
     sys.exit(exit_code(verdicts))
+
+
+def run_teeth_stoppable(run: Callable[[], list]) -> list:
+    """The whole teeth command under the stop handlers, not only each campaign's runs: a
+    SIGTERM or SIGHUP between two campaigns (a cluster coming up, checks, pages) unwinds
+    through the same clean-up as Ctrl-C and exits 130."""
+    from harness.signals import stop_signals
+    with stop_signals():
+        return run()
 
 
 def print_historic_dry_run(spec: Any, store: Path, as_json: bool) -> None:
