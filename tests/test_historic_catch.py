@@ -12,7 +12,7 @@ from rich.console import Console
 
 from harness.campaign import regressions
 from harness.campaign.teeth import CAUGHT
-from tests.conftest import skip_unless_root
+from conftest import skip_unless_root
 
 FILE = Path(__file__).resolve().parent.parent / "campaigns" / "rocketmq-regressions.yaml"
 BUG_7689 = "cq-offset-shared-after-master-and-controller-kill"
