@@ -28,6 +28,7 @@ import nuclei
 from faults.apply import Record, apply_all, undo_all
 from faults.context import Applied, FaultContext, FaultError
 from faults.crash import CrashFault
+from faults.options import Duration
 from faults.partition import PartitionFault
 from faults.registry import register
 
@@ -224,22 +225,7 @@ def _details(firing: Firing) -> dict[str, Any]:
 
 def kill_roles(ctx: FaultContext, what: str, roles: Mapping[str, set[str]], firing: Firing) -> Applied:
     """kill -9, at one instant, the processes of the given roles on each node (restarted at stop)."""
-    work = {node: [p for p in ctx.processes(node) if getattr(p, "role", "") in wanted]
-            for node, wanted in roles.items()}
-
-    def job(node: str):
-        def run(record: Record) -> None:
-            for proc in work[node]:
-                try:
-                    for entry in nuclei.kill(ctx.pool, ctx.journal, proc, signal="KILL"):
-                        record(entry, proc)
-                except nuclei.ProcessNotRunning:
-                    pass
-        return run
-
-    actions = apply_all(ctx, what, {node: job(node) for node in work})
-    processes = sorted(f"{a.entry.node}/{a.entry.params.get('name')}" for a in actions)
-    return Applied(targets=list(firing.nodes), actions=actions, details={**_details(firing), "processes": processes})
+    return signal_roles(ctx, what, roles, {}, firing)
 
 
 class MasterControllerKill(TriggeredFault):
@@ -282,6 +268,87 @@ class GroupControllerKill(MasterControllerKill):
         roles = {node: {"broker"} for node in (firing.master, *firing.facts["slaves"])}
         roles.setdefault(firing.facts["controller_leader"], set()).add("controller")
         return kill_roles(ctx, f"{self.name} on {', '.join(firing.nodes)}", roles, firing)
+
+
+class MasterKillSlavesPause(GroupControllerKill):
+    """SIGSTOP the group's slaves, then `kill_after` seconds later kill -9 the master's broker and
+    the controller leader at one instant; at stop, restart the killed processes and resume the
+    slaves only once the old master reports itself master again (or after `master_wait` s).
+
+    With its slaves paused the master keeps appending messages it cannot confirm, so its
+    commitlog runs past its confirm offset and its consume queues stop at it when it dies
+    (kill_after below the SyncStateSet shrink time, haMaxTimeSlaveNotCatchup). A killed broker's
+    controller connections close at once, so the controllers drop it; the
+    surviving ones are still followers then and elect nobody. A paused slave sends no
+    heartbeats and is dropped once its heartbeat times out (3 s with `timing: fast`), before
+    the survivors have a new leader (about 7 s): with no broker of the group alive, that leader
+    elects nobody and keeps naming the old master with its whole SyncStateSet. The old master,
+    restarted, is therefore master again at once with slaves it cannot reach yet, and the
+    paused slaves, resumed, follow it within about a second, without a JVM start."""
+
+    name = "master-controller-kill-slaves-pause"
+    description = ("when a master and a controller leader are known, SIGSTOP the group's slaves, "
+                   "kill_after s later (default 3) kill -9 the master's broker and the controller "
+                   "leader; at stop restart the killed processes and resume the slaves once the old "
+                   "master reports itself master again (at most master_wait s, default 120)")
+
+    def __init__(self, kill_after: Duration = 3.0, master_wait: Duration = 120.0) -> None:
+        super().__init__()
+        self.kill_after, self.master_wait = kill_after, master_wait
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        kills = {firing.master: {"broker"}}
+        kills.setdefault(firing.facts["controller_leader"], set()).add("controller")
+        pauses = {node: {"broker"} for node in firing.facts["slaves"]}
+        paused = signal_roles(ctx, f"{self.name}: pause {', '.join(pauses)}", {}, pauses, firing)
+        try:
+            time.sleep(self.kill_after)
+            killed = signal_roles(ctx, f"{self.name}: kill on {', '.join(kills)}", kills, {}, firing)
+        except BaseException:
+            undo_all(ctx, paused.actions)
+            raise
+        return Applied(targets=list(firing.nodes), actions=[*paused.actions, *killed.actions],
+                       details={**killed.details, "kill_after_s": self.kill_after,
+                                "processes": paused.details["processes"] + killed.details["processes"]})
+
+    def stop(self, ctx: FaultContext, handle: Applied) -> None:
+        kills = [a for a in handle.actions if a[0].action == "kill"]
+        pauses = [a for a in handle.actions if a[0].action != "kill"]
+        undo_all(ctx, kills)
+        group, master = handle.details.get("group"), handle.details.get("master")
+        if pauses and ctx.states is not None and group and master:
+            back = Trigger("old-master-back", "the old master reports itself master again",
+                           lambda prev, cur, name: name == group and master_of(cur, name) == master)
+            ctx.states.wait_for(back, time.monotonic() + self.master_wait)
+        undo_all(ctx, pauses)
+
+
+def signal_roles(ctx: FaultContext, what: str, kills: Mapping[str, set[str]],
+                 pauses: Mapping[str, set[str]], firing: Firing) -> Applied:
+    """kill -9 the processes of the roles in `kills` and SIGSTOP those in `pauses`, per node, at
+    one instant (killed ones restarted, paused ones resumed, on undo)."""
+    nodes = dict.fromkeys([*kills, *pauses])
+    work = {node: [(p, "kill" if getattr(p, "role", "") in kills.get(node, ()) else "pause")
+                   for p in ctx.processes(node)
+                   if getattr(p, "role", "") in kills.get(node, set()) | pauses.get(node, set())]
+            for node in nodes}
+
+    def job(node: str):
+        def run(record: Record) -> None:
+            for proc, how in work[node]:
+                try:
+                    entries = (nuclei.kill(ctx.pool, ctx.journal, proc, signal="KILL") if how == "kill"
+                               else nuclei.pause(ctx.pool, ctx.journal, proc))
+                    for entry in entries:
+                        record(entry, proc)
+                except nuclei.ProcessNotRunning:
+                    pass
+        return run
+
+    actions = apply_all(ctx, what, {node: job(node) for node in work})
+    done = sorted(f"{a.entry.node}/{a.entry.params.get('name')}" + (" (paused)" if a.entry.action == "pause" else "")
+                  for a in actions)
+    return Applied(targets=list(firing.nodes), actions=actions, details={**_details(firing), "processes": done})
 
 
 class MasterSlaveIsolate(TriggeredFault):
@@ -355,7 +422,7 @@ class SssAloneMasterCrash(TriggeredFault):
         return applied
 
 
-TRIGGERED = (MasterControllerKill, GroupControllerKill, MasterSlaveIsolate, SssGrownMasterKill, SlavesKill, SssAloneMasterCrash)
+TRIGGERED = (MasterControllerKill, GroupControllerKill, MasterKillSlavesPause, MasterSlaveIsolate, SssGrownMasterKill, SlavesKill, SssAloneMasterCrash)
 for _cls in TRIGGERED:
     register(_cls, origin="builtin")
 

@@ -88,10 +88,10 @@ def test_dry_run_names_both_releases_per_bug_and_what_an_unreachable_one_needs(t
     out = CliRunner().invoke(cli, ["teeth", str(FILE), "--dry-run", "--json", "--store", str(tmp_path / "s")])
     shown = {b["bug"]: b for b in json.loads(out.output)["bugs"]}
     assert out.exit_code == 1   # two catalogued bugs are not reachable here
-    assert shown[BUG_7689]["runs"] == ["rmq-controller-3-5.1.4-queue-group-controller-kill-r1",
-                                       "rmq-controller-3-5.1.4-queue-group-controller-kill-r2",
-                                       "rmq-controller-3-5.1.4-queue-group-controller-kill-r3",
-                                       "rmq-controller-3-5.2.0-queue-group-controller-kill-r1",
-                                       "rmq-controller-3-5.2.0-queue-group-controller-kill-r2",
-                                       "rmq-controller-3-5.2.0-queue-group-controller-kill-r3"]
+    assert shown[BUG_7689]["runs"] == ["rmq-controller-3-5.1.4-queue-master-controller-kill-slaves-pause-r1",
+                                       "rmq-controller-3-5.1.4-queue-master-controller-kill-slaves-pause-r2",
+                                       "rmq-controller-3-5.1.4-queue-master-controller-kill-slaves-pause-r3",
+                                       "rmq-controller-3-5.2.0-queue-master-controller-kill-slaves-pause-r1",
+                                       "rmq-controller-3-5.2.0-queue-master-controller-kill-slaves-pause-r2",
+                                       "rmq-controller-3-5.2.0-queue-master-controller-kill-slaves-pause-r3"]
     assert "controllers on nodes of their own" in shown["confirm-offset-moves-on-an-unrecognised-master"]["needs"]

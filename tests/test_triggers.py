@@ -84,6 +84,43 @@ def test_group_controller_kill_hits_the_master_its_slaves_and_the_controller_lea
     assert nemesis.targets(state(leader=None), "broker-a", ctx) is None
 
 
+def test_slaves_pause_resumes_the_slaves_only_once_the_restarted_old_master_is_master(tmp_path, monkeypatch):
+    from types import SimpleNamespace as Ns
+
+    import faults.triggers as triggers
+    nemesis = registry.create("master-controller-kill-slaves-pause", master_wait="5")
+    firing = nemesis.targets(state(sss=["n1", "n2", "n3"], leader="n4"), "broker-a", ctx_for(tmp_path, None))
+    assert set(firing.nodes) == {"n1", "n2", "n3", "n4"} and firing.facts["slaves"] == ["n2", "n3"]
+    steps: list[Any] = []
+
+    def signal(ctx, what, kills, pauses, firing):
+        steps.append((dict(kills), dict(pauses)))
+        return Applied(targets=[], actions=[], details={"processes": [what]})
+    monkeypatch.setattr(triggers, "signal_roles", signal)
+    monkeypatch.setattr(triggers.time, "sleep", steps.append)
+    fired = nemesis.fire(ctx_for(tmp_path, None), firing)
+    assert steps == [({}, {"n2": {"broker"}, "n3": {"broker"}}), 3.0,
+                     ({"n1": {"broker"}, "n4": {"controller"}}, {})]
+    assert fired.details["kill_after_s"] == 3.0 and len(fired.details["processes"]) == 2
+    monkeypatch.undo()
+    actions = [(Ns(node=node, action=action), None) for node, action in
+               (("n1", "kill"), ("n4", "kill"), ("n2", "pause"), ("n3", "pause"))]
+    feed, calls = StateFeed(), []
+    feed.push(0, state(master=None, members={"n1": "down", "n2": "down", "n3": "down"}))
+    monkeypatch.setattr(triggers, "undo_all", lambda ctx, done: calls.append(
+        (round(time.monotonic() - began, 1), sorted((a[0].node, a[0].action) for a in done))))
+    # the old master reports itself master 0.5 s after its restart; a slave claiming it first is not enough
+    threading.Timer(0.2, feed.push, (1, state(master="n2", members={"n1": "down", "n2": "master"}))).start()
+    threading.Timer(0.5, feed.push, (2, state(master="n1", members={"n1": "master", "n2": "down"}))).start()
+    began = time.monotonic()
+    nemesis.stop(ctx_for(tmp_path, feed), Applied(targets=[], actions=actions,
+                                                  details={"group": "broker-a", "master": "n1"}))
+    assert [done for _, done in calls] == [[("n1", "kill"), ("n4", "kill")], [("n2", "pause"), ("n3", "pause")]]
+    assert calls[0][0] < 0.2 and 0.4 <= calls[1][0] < 2.0
+    with pytest.raises(Exception, match="master_wait"):
+        registry.create("master-controller-kill-slaves-pause", master_wait="0")
+
+
 def test_slaves_kill_hits_every_live_slave_of_the_group_and_never_the_master(tmp_path):
     from faults.triggers import SlavesKill
     nemesis, ctx = SlavesKill(), ctx_for(tmp_path, None)

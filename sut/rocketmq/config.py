@@ -226,6 +226,8 @@ def _broker(config: dict[str, Any], t: dict[str, int], data_dir: str, host: str,
                   "brokerElectionPriority": config["index"] + 1}
         if not config["all_ack"]:
             props |= {"inSyncReplicas": 1, "minInSyncReplicas": 1}
+        if config.get("min_in_sync"):
+            props |= {"inSyncReplicas": config["min_in_sync"], "minInSyncReplicas": config["min_in_sync"]}
     elif mode == "master-slave":
         role = config["role"]
         props |= {"brokerRole": role, "brokerId": 0 if role != "SLAVE" else config["index"],

@@ -160,16 +160,22 @@ def dledger(size: int, opts: Options = Options()) -> Profile:
                    system=SYSTEM, refused=REFUSED)
 
 
-def controller(size: int, opts: Options = Options(), unclean: bool = False, name: str | None = None) -> Profile:
+def controller(size: int, opts: Options = Options(), unclean: bool = False, name: str | None = None,
+               min_in_sync: int | None = None) -> Profile:
     """Controller mode; the safe form acks when every SyncStateSet member has the
     message (allAckInSyncStateSet) and flushes before it acks; the unclean form acks
-    from the master's page cache alone and lets any live replica be elected."""
-    ack = {"all_ack": not unclean, "flush": "ASYNC_FLUSH" if unclean else "SYNC_FLUSH"}
+    from the master's page cache alone and lets any live replica be elected.
+    `min_in_sync` sets minInSyncReplicas (and inSyncReplicas): the master refuses every
+    write, half messages and transaction commits included, while its SyncStateSet is smaller."""
+    ack = {"all_ack": not unclean, "flush": "ASYNC_FLUSH" if unclean else "SYNC_FLUSH",
+           **({"min_in_sync": min_in_sync} if min_in_sync else {})}
     controllers = tuple(ProcessSpec(f"controller-{i}", "controller", i + 1,
                                     {"raft": opts.raft, "unclean": unclean, "index": i}) for i in range(3))
     brokers = tuple(_broker(i, "controller", ack, opts) for i in range(size))
     what = ("unclean election and master-only ack: expected to lose acknowledged messages under faults"
             if unclean else "ack when every SyncStateSet member has the message, SYNC_FLUSH")
+    if min_in_sync:
+        what += f", minInSyncReplicas={min_in_sync} (writes refused while the SyncStateSet is smaller)"
     return Profile(name or f"rmq-controller-{size}{opts.suffix}",
                    f"real RocketMQ 5.3, Controller mode: 3 standalone controllers ({opts.raft}) + {size} "
                    f"brokers, {what}", (NAMESRV, *controllers, *brokers), mode="controller",
@@ -187,7 +193,10 @@ def master_slave_sync() -> Profile:
 
 
 def _all() -> dict[str, Profile]:
-    found = [controller(3, name="rmq-controller-unclean", unclean=True), master_slave_sync()]
+    found = [controller(3, name="rmq-controller-unclean", unclean=True), master_slave_sync(),
+             # Two replicas that must both hold every write: the setting of the
+             # transactional-commit report (docs/rocketmq-consumption-bugs.md).
+             controller(2, name="rmq-controller-2-minsync2", min_in_sync=2)]
     for tsp, read in product((False, True), repeat=2):
         found.append(dledger(3, Options(transient_store_pool=tsp, slave_read=read)))
         for raft in ("dledger", "jraft"):
