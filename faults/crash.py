@@ -1,5 +1,7 @@
 """Machine-crash nemeses: kill -9 everything on the target nodes and drop what
-their file system had not fsynced; start the processes again at stop.
+their file system had not fsynced; start the processes again at stop. With
+`torn=true` each file with unsynced writes first keeps a seeded prefix of its
+last unsynced range (a torn write at the power loss).
 
 `random-crash`, `minor-crash`, `major-crash`, `fixed-crash`, `leader-crash`.
 A machine has no roles: every SUT process on a chosen node dies (the target
@@ -19,6 +21,7 @@ import nuclei
 from faults import targets as selection
 from faults.apply import Record, apply_all
 from faults.context import Applied, FaultContext, FaultError
+from faults.options import NodeNames
 from faults.processes import _WHO, ProcessFault
 from faults.registry import lookup, register
 from nuclei import lazyfs
@@ -30,11 +33,17 @@ class CrashFault(ProcessFault):
     action = "crash"
     needs_crash_fs = True
 
+    def __init__(self, selector: str = "random", targets: NodeNames = (), torn: bool = False) -> None:
+        super().__init__(selector, targets)
+        self.torn = torn
+
     def start(self, ctx: FaultContext) -> Applied:
         leader = ctx.find_leader() if self.selector == "leader" else None
         chosen = selection.choose(self.selector, ctx.candidates(), ctx.rng, self.fixed, leader)
         mounts = {node: _mount_of(ctx, node) for node in chosen}
         lost: dict[str, dict[str, Any]] = {}
+        # Drawn here, in node order, so the jobs (run in parallel) keep the run's seed replayable.
+        torn_seeds = {node: ctx.rng.getrandbits(32) for node in chosen} if self.torn else {}
 
         def job(node: str):
             def run(record: Record) -> None:
@@ -48,7 +57,8 @@ class CrashFault(ProcessFault):
                     except nuclei.ProcessNotRunning:
                         pass
                 thaw(ctx, frozen)  # killed while stopped: the pause entries are settled
-                lost[node] = lazyfs.lose_unsynced(ctx.pool, node, params["workdir"], params["mountpoint"])
+                lost[node] = lazyfs.lose_unsynced(ctx.pool, node, params["workdir"], params["mountpoint"],
+                                                  torn_seeds.get(node))
                 lost[node].update(instant_tries=tries, unsynced_bytes_at_instant=unsynced)
             return run
 
@@ -159,6 +169,7 @@ for _selector, _who in _WHO.items():
     _fixed = {} if _selector == "fixed" else {"targets": ()}
     register(CrashFault, name=f"{_selector}-crash", selector=_selector, origin="builtin", **_fixed,
              description=f"machine crash of {_who}: kill -9 every SUT process there and drop its "
-                         f"unsynced writes (lazyfs); restart them at stop")
+                         f"unsynced writes (lazyfs); restart them at stop; torn=true keeps a seeded prefix "
+                         f"of each file's last unsynced range")
 
 __all__ = ["CrashFault", "crash_fs_unavailable", "needs_crash_fs"]

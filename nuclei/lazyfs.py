@@ -147,9 +147,13 @@ def data_mountpoint(workdir: str) -> str:
     return posixpath.join(workdir, "data")
 
 
-def lose_unsynced(pool: Any, node: str, workdir: str, mountpoint: str) -> dict[str, Any]:
-    """Drop every write, create and rename not yet fsynced; returns what was lost."""
-    return ask(pool, node, workdir, mountpoint, "lose")
+def lose_unsynced(pool: Any, node: str, workdir: str, mountpoint: str,
+                  torn_seed: int | None = None) -> dict[str, Any]:
+    """Drop every write, create and rename not yet fsynced; returns what was lost. With
+    `torn_seed`, each file first keeps a seeded prefix of its last unsynced range (a torn
+    write); the reply's `torn` lists them (file, offset, bytes kept and lost)."""
+    extra = () if torn_seed is None else ("--torn-seed", str(int(torn_seed)))
+    return ask(pool, node, workdir, mountpoint, "lose", *extra)
 
 
 def status(pool: Any, node: str, workdir: str, mountpoint: str, writeback: bool = False) -> dict[str, Any]:

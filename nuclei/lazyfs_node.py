@@ -7,6 +7,9 @@ dirty byte range; `fsync`/`fdatasync` of a file copies its dirty ranges into
 the durable image; `fsync` of a directory makes its current entries (creates,
 renames, unlinks, mkdirs) durable. The `lose` command rebuilds the live tree
 from the durable image: every write, create and rename not yet synced is gone.
+`lose --torn-seed N` is a power loss in the middle of writeback: before the
+rebuild, each file with unsynced writes (and a durable name) keeps a seeded
+prefix of its last unsynced byte range, so it can end in a partial record.
 
 Run on the node with its system `python3` and the uploaded `mfusepy` module
 (stdlib + the binding only, like the SUT):
@@ -26,6 +29,7 @@ import errno
 import hashlib
 import json
 import os
+import random
 import shutil
 import socket
 import stat
@@ -184,9 +188,14 @@ class CrashState:
                         found[key] = found.get(key, 0) + dirty.bytes
         return found
 
-    def lose(self) -> dict[str, int]:
-        """Rebuild the live tree from the durable image; returns what was dropped."""
-        lost = {"unsynced_files": len(self.dirty), "unsynced_bytes": sum(d.bytes for d in self.dirty.values())}
+    def lose(self, torn_seed: int | None = None) -> dict[str, Any]:
+        """Rebuild the live tree from the durable image; returns what was dropped (and,
+        with `torn_seed`, what each torn file kept)."""
+        lost: dict[str, Any] = {"unsynced_files": len(self.dirty),
+                                "unsynced_bytes": sum(d.bytes for d in self.dirty.values())}
+        if torn_seed is not None:
+            lost["torn_seed"] = torn_seed
+            lost["torn"] = self.tear(random.Random(torn_seed))
         fresh = self.live + ".rebuild"
         shutil.rmtree(fresh, ignore_errors=True)
         os.makedirs(fresh)
@@ -201,6 +210,58 @@ class CrashState:
         lost["generation"] = self.generation
         self.losses.append(lost)
         return lost
+
+    def tear(self, rng: random.Random) -> list[dict[str, Any]]:
+        """Make a strict prefix of each file's last unsynced range durable (1 to n-1 of its
+        n bytes, drawn from `rng`): what a disk that lost power while writing back the tail
+        of a log persists. Only files whose name is durable (a crash keeps no other) and
+        whose range has two bytes or more are torn; earlier unsynced ranges and unsynced
+        truncations are lost as in a plain crash."""
+        durable, live = self._durable_paths(), self._live_paths()
+        torn = []
+        for fid in sorted(self.dirty):
+            ranges = self.dirty[fid].ranges
+            if fid not in durable or fid not in live or not ranges or ranges[-1][1] - ranges[-1][0] < 2:
+                continue
+            start, end = ranges[-1]
+            with open(live[fid], "rb") as source:
+                source.seek(start)
+                kept = source.read(rng.randrange(1, end - start))
+            if not kept:
+                continue
+            target = os.open(self._content(fid), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(target, kept, start)
+            finally:
+                os.close(target)
+            self.durable_files.add(fid)
+            torn.append({"file": durable[fid], "offset": start, "bytes_kept": len(kept),
+                         "bytes_lost": end - start - len(kept)})
+        return torn
+
+    def _durable_paths(self) -> dict[int, str]:
+        """fid -> its durable name under the mount, for every file a rebuild would make."""
+        found: dict[int, str] = {}
+
+        def walk(dir_fid: int, prefix: str) -> None:
+            for name, (fid, kind) in sorted(self.durable_dirs.get(dir_fid, {}).items()):
+                if kind == "d":
+                    walk(fid, f"{prefix}{name}/")
+                else:
+                    found.setdefault(fid, f"{prefix}{name}")
+        walk(ROOT_FID, "")
+        return found
+
+    def _live_paths(self) -> dict[int, str]:
+        """fid -> a live path of every file of ours in the live tree."""
+        found: dict[int, str] = {}
+        for here, _dirs, files in os.walk(self.live):
+            for name in files:
+                path = os.path.join(here, name)
+                fid = self.fids.get(os.lstat(path).st_ino)
+                if fid is not None:
+                    found.setdefault(fid, path)
+        return found
 
     def _rebuild(self, dir_fid: int, target: str) -> None:
         for name, (fid, kind) in self.durable_dirs.get(dir_fid, {}).items():
@@ -466,7 +527,7 @@ def _answer(conn: socket.socket, state: CrashState, operations: Any) -> None:
     with state.lock:
         if command == "lose":
             operations.drop_handles()
-            reply = {"ok": True, **state.lose()}
+            reply = {"ok": True, **state.lose(torn_seed=int(argument) if argument.strip() else None)}
         elif command == "status":
             reply = {"ok": True, **state.status()}
         else:
@@ -575,6 +636,7 @@ def main(argv: list[str]) -> int:
                                             "disk-status"])
     parser.add_argument("--rules", default="[]", help="disk-set: the rules, a JSON list")
     parser.add_argument("--mountpoint", required=True)
+    parser.add_argument("--torn-seed", type=int, help="lose: tear the last unsynced range of each file (seeded)")
     parser.add_argument("--state", help="directory for the live tree and the durable image (serve)")
     parser.add_argument("--writeback", action="store_true",
                         help="status: first write the mount's dirty (memory-mapped) pages to the daemon")
@@ -591,6 +653,8 @@ def main(argv: list[str]) -> int:
         if args.writeback and args.command == "status":
             write_back(args.mountpoint)
         command = f"{args.command} {args.rules}" if args.command == "disk-set" else args.command
+        if args.command == "lose" and args.torn_seed is not None:
+            command = f"lose {args.torn_seed}"
         print(json.dumps(ask(args.mountpoint, command)))
     except OSError as error:
         print(f"lazyfs at {args.mountpoint}: no daemon answers ({error.strerror or error})", file=sys.stderr)

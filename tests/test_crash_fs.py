@@ -330,3 +330,17 @@ def test_the_next_runs_clean_up_unmounts_what_a_killed_harness_left(node, tmp_pa
         assert not lazyfs.daemon_running(pool, target.name, target.workdir, mountpoint)
     finally:
         lazyfs.sweep(pool, target.name, target.workdir)
+
+
+def test_a_torn_crash_leaves_a_partial_record_and_says_where(mounted):
+    pool, target, mp, _ = mounted
+    on_node(pool, target, WRITE, mp, "log", "synced|", "sync")
+    on_node(pool, target, FSYNC_DIR, mp)
+    on_node(pool, target, WRITE, mp, "log", "record-one|record-two|", "nosync")
+    lost = lazyfs.lose_unsynced(pool, target.name, target.workdir, mp, torn_seed=11)
+    [torn] = lost["torn"]
+    assert lost["torn_seed"] == 11 and torn["file"] == "log" and torn["offset"] == len("synced|")
+    kept = torn["bytes_kept"]
+    assert 1 <= kept < len("record-one|record-two|") and kept + torn["bytes_lost"] == len("record-one|record-two|")
+    assert listing(pool, target, mp) == {"log": "synced|record-one|record-two|"[:len("synced|") + kept]}
+    assert lazyfs.status(pool, target.name, target.workdir, mp)["unsynced_files"] == 0

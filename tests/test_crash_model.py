@@ -20,6 +20,7 @@ OPS = st.one_of(
     st.tuples(st.just("rename"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
     st.tuples(st.just("unlink"), st.sampled_from(NAMES)),
     st.tuples(st.just("lose")),
+    st.tuples(st.just("lose_torn"), st.integers(0, 2**32 - 1)),
 )
 
 
@@ -39,8 +40,18 @@ class Reference:
             self.data[self.live[name]] = bytearray()
         return self.live[name]
 
-    def lose(self) -> dict[str, bytes]:
+    def lose(self, torn: dict[str, dict] | None = None) -> dict[str, bytes]:
+        """What survives; `torn` (durable name -> the daemon's record) overlays each torn
+        file's kept prefix, taken from its live bytes, on its synced content."""
         kept = {name: self.synced.get(fid, b"") for name, fid in self.names.items()}
+        for name, record in (torn or {}).items():
+            offset, size = record["offset"], record["bytes_kept"]
+            piece = bytes(self.data[self.names[name]][offset:offset + size])
+            assert len(piece) == size and size >= 1 and record["bytes_lost"] >= 1
+            content = bytearray(kept[name])
+            content.extend(b"\0" * max(0, offset + size - len(content)))
+            content[offset:offset + size] = piece
+            kept[name] = bytes(content)
         self.__init__()
         for name, content in kept.items():
             fid = self.file(name)
@@ -93,6 +104,11 @@ def apply(state: CrashState, ref: Reference, op: tuple) -> None:
             state.forget(state.path(args[0]))
             os.unlink(state.path(args[0]))
             del ref.live[args[0]]
+    elif kind == "lose_torn":
+        lost = state.lose(torn_seed=args[0])
+        assert lost["torn_seed"] == args[0]
+        expected = ref.lose({record["file"]: record for record in lost["torn"]})
+        assert tree(state) == expected
     else:
         state.lose()
         expected = ref.lose()
@@ -116,3 +132,47 @@ def test_after_a_loss_only_what_was_synced_remains(tmp_path_factory, ops):
     ref = Reference()
     for op in [*ops, ("lose",)]:
         apply(state, ref, op)
+
+
+def test_a_torn_crash_keeps_a_seeded_strict_prefix_of_the_unsynced_tail(tmp_path):
+    def crash(seed: int, where: str) -> tuple[bytes, list]:
+        state = CrashState(str(tmp_path / where))
+        fd = os.open(state.path("log"), os.O_RDWR | os.O_CREAT, 0o644)
+        state.fid(state.path("log"), new=True)
+        fid = state.fid(state.path("log"))
+        os.pwrite(fd, b"synced|", 0)
+        state.wrote(fid, 0, 7)
+        state.sync_file(fid, fd)
+        state.sync_dir("/")
+        os.pwrite(fd, b"record-one|record-two|", 7)
+        state.wrote(fid, 7, 29)
+        os.close(fd)
+        lost = state.lose(torn_seed=seed)
+        return open(state.path("log"), "rb").read(), lost["torn"]
+
+    content, torn = crash(7, "a")
+    [record] = torn
+    assert record["file"] == "log" and record["offset"] == 7
+    assert 1 <= record["bytes_kept"] < 22 and record["bytes_kept"] + record["bytes_lost"] == 22
+    assert content == b"synced|record-one|record-two|"[:7 + record["bytes_kept"]]
+    assert crash(7, "b") == (content, torn)  # the seed decides the cut
+    cuts = {crash(seed, f"s{seed}")[1][0]["bytes_kept"] for seed in range(12)}
+    assert len(cuts) > 1
+
+
+def test_a_torn_crash_leaves_files_without_a_durable_name_and_one_byte_tails_alone(tmp_path):
+    state = CrashState(str(tmp_path / "lazyfs"))
+    fids = {}
+    for name in ("tiny", "unnamed"):
+        os.close(os.open(state.path(name), os.O_RDWR | os.O_CREAT, 0o644))
+        fids[name] = state.fid(state.path(name), new=True)
+        if name == "tiny":
+            state.sync_dir("/")  # only "tiny" has a durable name
+    for name, data in (("tiny", b"x"), ("unnamed", b"a name no directory fsync saw")):
+        fd = os.open(state.path(name), os.O_RDWR)
+        os.pwrite(fd, data, 0)
+        state.wrote(fids[name], 0, len(data))
+        os.close(fd)
+    lost = state.lose(torn_seed=1)
+    assert lost["torn"] == [] and lost["unsynced_files"] == 2
+    assert tree(state) == {"tiny": b""}

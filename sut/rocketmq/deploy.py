@@ -29,6 +29,11 @@ START_ORDER = {"namesrv": 0, "controller": 1, "broker": 2}
 ADMIN_TIMEOUT_S = 5.0
 
 
+# Seven JVMs started one after another on a loaded 2-core machine (load average 20 or
+# more) take longer than the run's 90 s to be routed; a slow start is not a broken one.
+MIN_HEALTHY_WAIT_S = 180.0
+
+
 class RocketMQDeployer(Placement):
     # RocketMQ's leases and heartbeats read System.currentTimeMillis() (CLOCK_REALTIME), and a
     # JVM whose CLOCK_MONOTONIC libfaketime fakes tends to hang in its timed waits: only the
@@ -151,7 +156,9 @@ class RocketMQDeployer(Placement):
             time.sleep(0.5)
 
     def wait_healthy(self, timeout: float = 90.0) -> None:
-        """Wait until the nameserver routes every broker and its group has a master."""
+        """Wait until the nameserver routes every broker and its group has a master (at
+        least MIN_HEALTHY_WAIT_S: a process that died fails the wait at once anyway)."""
+        timeout = max(timeout, MIN_HEALTHY_WAIT_S)
         deadline = time.monotonic() + timeout
         why = "no answer yet"
         while time.monotonic() < deadline:
