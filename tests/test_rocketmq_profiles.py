@@ -46,6 +46,16 @@ def test_what_each_profile_promises_under_a_machine_crash():
     assert "crash" in get("rmq-controller-unclean").unsafe_under
     assert refused_fault("rmq-controller-unclean", "major-crash") is None
     assert "no failover" in refused_fault("rmq-master-slave-sync", "random-crash")
+    # One broker that flushes before it acknowledges promises to survive any crash.
+    assert get("rmq-single-sync").expected_safe and "crash" not in get("rmq-single-sync").unsafe_under
+    assert all(refused_fault("rmq-single-sync", f) is None for f in ("leader-crash", "major-crash"))
+
+
+def test_the_single_broker_flushes_before_it_acknowledges_and_waits_for_no_slave():
+    [broker] = [p for p in rendered("rmq-single-sync").values() if p.role == "broker"]
+    assert broker.properties["flushDiskType"] == "SYNC_FLUSH"
+    assert broker.properties["brokerRole"] == "ASYNC_MASTER" and broker.properties["brokerId"] == "0"
+    assert rendered("rmq-master-slave-sync")["broker-a-0"].properties["flushDiskType"] == "ASYNC_FLUSH"
 
 
 def test_the_crash_instant_recognises_rocketmqs_commitlog_and_dledger_entry_files(tmp_path):
@@ -151,6 +161,7 @@ def crash_fs():
     ("rmq-controller-3", {"faults": ["fixed-crash:targets=n1,n2"]}),   # the nameserver and one broker
     ("rmq-dledger-3", {"faults": ["leader-crash"]}),
     ("rmq-controller-unclean", {"faults": ["major-crash"]}),
+    ("rmq-single-sync", {"faults": ["leader-disk-error:ops=fsync"], "overlap": ["leader-crash"]}),
 ])
 def test_crashes_a_profile_promises_to_survive_or_is_expected_to_lose_are_accepted(tmp_path, crash_fs,
                                                                                     profile, values):

@@ -91,9 +91,25 @@ def test_every_jvm_maps_its_role_s_archive_beside_its_release_only_when_archives
                    for a in p.argv)
 
 
+def test_jvms_rendered_before_their_release_is_fetched_point_at_the_directory_it_is_uploaded_to(tmp_path,
+                                                                                                 monkeypatch):
+    from inventory import Inventory, Node
+    from sut.rocketmq.deploy import RocketMQDeployer
+    monkeypatch.setattr(release, "REPO", tmp_path)   # no build/: nothing fetched yet
+    inventory = Inventory(name="planned", kind="netns",
+                          nodes=[Node(name=f"n{i}", host=f"192.0.2.{i}", workdir=f"/w/n{i}") for i in range(1, 5)])
+    deployer = RocketMQDeployer(None, inventory, "rmq-controller-3", tmp_path / "run", version=SECOND)
+    uploaded_to = f"rocketmq-{SECOND}-{release.stamp(SECOND)[:12]}"
+    assert deployer.release == uploaded_to == release.release_id(SECOND)
+    for ref in deployer.refs:
+        assert any(f"/rocketmq/{uploaded_to}/" in arg for arg in ref.argv), ref.argv
+
+
 @pytest.mark.jvm
 def test_a_fetched_release_is_found_again_offline_and_the_pinned_one_keeps_its_stamp(tmp_path):
     release.ensure(SECOND)
+    # The digest the deployer names the nodes' copy by is the one the fetch wrote.
+    assert (release.local_dir(SECOND) / ".stamp").read_text().strip() == release.stamp(SECOND)
     # A PATH with the shell tools the stamp check uses and neither Maven nor a JDK.
     tools = tmp_path / "bin"
     tools.mkdir()

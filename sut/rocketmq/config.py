@@ -231,7 +231,7 @@ def _broker(config: dict[str, Any], t: dict[str, int], data_dir: str, host: str,
     elif mode == "master-slave":
         role = config["role"]
         props |= {"brokerRole": role, "brokerId": 0 if role != "SLAVE" else config["index"],
-                  "flushDiskType": "ASYNC_FLUSH"}
+                  "flushDiskType": config.get("flush", "ASYNC_FLUSH")}
     else:
         raise ProfileError(f"broker mode '{mode}' is not a RocketMQ mode")
     return props

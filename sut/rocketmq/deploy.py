@@ -22,7 +22,7 @@ from sut.deploy import DeployError, Placement
 from sut.systems import ProcessRef
 from sut.rocketmq import admin, class_archive
 from sut.rocketmq.config import RmqProcess, properties_text, release_dir, render
-from sut.rocketmq.release import (ReleaseError, check_version, ensure, local_dir, pinned, profile_refusal,
+from sut.rocketmq.release import (ReleaseError, check_version, ensure, pinned, profile_refusal,
                                   release_id)
 
 START_ORDER = {"namesrv": 0, "controller": 1, "broker": 2}
@@ -35,10 +35,10 @@ MIN_HEALTHY_WAIT_S = 180.0
 
 
 class RocketMQDeployer(Placement):
-    # RocketMQ's leases and heartbeats read System.currentTimeMillis() (CLOCK_REALTIME), and a
-    # JVM whose CLOCK_MONOTONIC libfaketime fakes tends to hang in its timed waits: only the
-    # wall clock moves, as on a machine whose clock is stepped.
-    fake_monotonic_clock = False
+    # RocketMQ's leases and heartbeats read System.currentTimeMillis(), but the monotonic clock
+    # moves too: with FAKETIME_DONT_FAKE_MONOTONIC, libfaketime 0.9.10 makes every timed wait of
+    # a JVM (Object.wait, LockSupport.parkNanos) return at once, and its service threads spin.
+    fake_monotonic_clock = True
 
     def __init__(self, pool: Pool | None, inventory: Inventory, profile_name: str, run_dir: str | Path,
                  timing: str = "default", java: str = "java", bugs: tuple[str, ...] = (),
@@ -49,8 +49,7 @@ class RocketMQDeployer(Placement):
             self.version = check_version(version or pinned())
         except ReleaseError as exc:
             raise DeployError(str(exc)) from None
-        home = local_dir(self.version)
-        self.release = release_id(home) if (home / ".stamp").is_file() else home.name
+        self.release = release_id(self.version)
         rendered = self._place(pool, inventory, profile_name, run_dir,
                                lambda profile, hosts, workdirs: render(profile, hosts, workdirs, self.release,
                                                                        timing, java, class_archives, self.version))
@@ -77,7 +76,6 @@ class RocketMQDeployer(Placement):
             home = ensure(self.version)
         except ReleaseError as exc:
             raise DeployError(str(exc)) from None
-        self.release = release_id(home)
         for node in self.used_nodes:
             self._check_java(node)
             target = release_dir(node.workdir, self.release)

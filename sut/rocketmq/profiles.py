@@ -192,8 +192,17 @@ def master_slave_sync() -> Profile:
                    system=SYSTEM, refused=REFUSED_WITHOUT_FAILOVER)
 
 
+def single_sync() -> Profile:
+    """One broker that acknowledges a message only once it is on its disk: a machine crash
+    must lose nothing acknowledged. The setting of the failed-flush report (docs/rocketmq-bugs.md)."""
+    broker = _broker(0, "master-slave", {"role": "ASYNC_MASTER", "flush": "SYNC_FLUSH"}, Options())
+    return Profile("rmq-single-sync", "real RocketMQ 5.3, one broker, SYNC_FLUSH (a send is acknowledged once "
+                   "flushed to its disk), no replica, no failover", (NAMESRV, broker), mode="master-slave",
+                   system=SYSTEM)
+
+
 def _all() -> dict[str, Profile]:
-    found = [controller(3, name="rmq-controller-unclean", unclean=True), master_slave_sync(),
+    found = [controller(3, name="rmq-controller-unclean", unclean=True), master_slave_sync(), single_sync(),
              # Two replicas that must both hold every write: the setting of the
              # transactional-commit report (docs/rocketmq-consumption-bugs.md).
              controller(2, name="rmq-controller-2-minsync2", min_in_sync=2)]

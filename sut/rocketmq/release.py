@@ -11,6 +11,7 @@ version strings elsewhere.
 """
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -79,16 +80,31 @@ def local_dir(version: str | None = None) -> Path:
     return REPO / "build" / f"rocketmq-{version or pinned()}"
 
 
-def release_id(home: Path) -> str:
-    """rocketmq-<version>-<first 12 of the pom digest>: names the upload on the nodes."""
-    return f"{home.name}-{(home / '.stamp').read_text().strip()[:12]}"
+def stamp(version: str) -> str:
+    """The digest scripts/fetch-rocketmq.sh writes into the release's .stamp: of the pom with
+    its rocketmq.version set to `version`. Known before the release is fetched."""
+    text = POM.read_text()
+    tag = "<rocketmq.version>{}</rocketmq.version>"
+    return hashlib.sha256(text.replace(tag.format(pinned()), tag.format(version), 1).encode()).hexdigest()
+
+
+def release_id(version: str) -> str:
+    """rocketmq-<version>-<first 12 of the pom digest>: names the upload on the nodes. It
+    does not need the release here, so processes rendered before the fetch point at the
+    directory the fetch is uploaded to."""
+    return f"{local_dir(version).name}-{stamp(version)[:12]}"
+
+
+def _is_fetched(home: Path, version: str) -> bool:
+    stamp_file = home / ".stamp"
+    return stamp_file.is_file() and stamp_file.read_text().strip() == stamp(version) and (home / "lib").is_dir()
 
 
 def ensure(version: str | None = None) -> Path:
     """The assembled release (resolving it once if needed); ReleaseError says what is missing."""
     version = check_version(version or pinned())
     home = local_dir(version)
-    if (home / ".stamp").is_file() and (home / "lib").is_dir():
+    if _is_fetched(home, version):
         return home
     if shutil.which("java") is None:
         raise ReleaseError("real RocketMQ needs a JDK 17+ on the control node: 'java' is not on PATH "
