@@ -219,6 +219,12 @@ def mount_crash_fs(pool: Pool, deployer: Deployer, journal: nuclei.Journal,
         pool, journal, node.name, node.workdir, deployer.data_root(node))
 
 
+def applied_faults(main: list[FaultSpec], overlap: list[FaultSpec]) -> list[FaultSpec]:
+    """Every fault a run may apply, the ones overlapping the main windows included: what
+    the crash file system and the clock preload are set up for before the SUT starts."""
+    return [*main, *overlap]
+
+
 def preload_clocks(pool: Pool, deployer: Deployer, journal: nuclei.Journal,
                    fault_specs: list[FaultSpec]) -> None:
     """With clock faults, every SUT process starts under libfaketime, following a timestamp
@@ -312,13 +318,15 @@ class RunLifecycle:
         with Pool(inventory) as pool:
             deployer = make_deployer(pool, inventory, self.spec.profile, self.run.path, timing=self.spec.timing,
                                      bugs=self.spec.bugs, release=self.spec.rocketmq_version)
-            fault_specs = validate(self.spec.faults, [node.name for node in deployer.used_nodes])
+            names = [node.name for node in deployer.used_nodes]
+            fault_specs = validate(self.spec.faults, names)
+            every_fault = applied_faults(fault_specs, validate(self.spec.overlap, names))
             journal = nuclei.Journal(self.run.journal_file)
             self.run.journal_file.touch()  # part of the layout even if no fault ever applies
-            mount_crash_fs(pool, deployer, journal, fault_specs)
+            mount_crash_fs(pool, deployer, journal, every_fault)
             try:
                 with self.record.phase("deploy", self.status):
-                    preload_clocks(pool, deployer, journal, fault_specs)
+                    preload_clocks(pool, deployer, journal, every_fault)
                     deployer.install()
                     self.record.notes.extend(getattr(deployer, "notes", ()))
                     deployer.start()
