@@ -408,7 +408,8 @@ class RunSpec(BaseModel):
     def has_faults(self) -> bool:
         if self.windows is not None:
             return any(window.name != NO_FAULT for window in self.windows)
-        return any(text.split(":")[0] != NO_FAULT for text in self.faults)
+        # a `noop` window still carries the faults that overlap it
+        return any(text.split(":")[0] != NO_FAULT for text in (*self.faults, *self.overlap))
 
     @property
     def longest_window_s(self) -> float:

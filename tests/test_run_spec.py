@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import EXIT_ERROR, cli
-from harness.plan import plan_summary
+from harness.plan import fault_schedule, plan_summary
 from harness.spec import RunSpec, SpecError, build_spec
 
 
@@ -55,6 +55,16 @@ def test_an_unwritable_store_is_a_one_line_error(tmp_path):
 def test_noop_needs_no_fault_interval():
     spec = build_spec({"fault": None, "faults": ["noop"], "time": 5, "interval": 15}, check_store=False)
     assert not spec.has_faults and plan_summary(spec)["faults"] == []
+
+
+def test_faults_overlapping_noop_windows_are_scheduled_inside_them():
+    spec = build_spec({"fault": None, "faults": ["noop"], "overlap": ["random-kill"], "time": 20, "interval": 5,
+                       "seed": 3}, check_store=False)
+    events = fault_schedule(spec)
+    assert spec.has_faults and {e.fault.name for e in events} == {"noop", "random-kill"}
+    for kill in (e for e in events if e.fault.name == "random-kill"):
+        window = next(e for e in events if e.fault.name == "noop" and e.window == kill.window and e.phase == kill.phase)
+        assert (kill.offset > window.offset) if kill.phase == "start" else (kill.offset < window.offset)
 
 
 def test_the_same_seed_gives_the_same_operation_and_fault_schedules():
