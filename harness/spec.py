@@ -30,7 +30,7 @@ OPTION_NAMES = {
     "drain_timeout": "--drain-timeout", "targets": "--target", "mix": "--mix",
     "op_timeout": "--op-timeout", "timing": "--timing", "duration": "--fault-duration",
     "provider": "--provider", "windows": "--schedule", "bugs": "--bug",
-    "rocketmq_version": "--rocketmq-version",
+    "rocketmq_version": "--rocketmq-version", "overlap": "--overlap",
     "rto_threshold_s": "--rto-threshold", "min_availability": "--min-availability",
 }
 NO_FAULT = "noop"

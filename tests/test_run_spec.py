@@ -30,6 +30,7 @@ def run_cli(*args: str):
     (["--mix", "send"], "--mix send: expected op=weight pairs"),
     (["--workload", "log", "--ordered"], "--ordered applies to the queue workload, not log"),
     (["--target", "routers"], "unknown role(s) routers"),
+    (["--overlap", "meteor"], "--overlap: unknown fault 'meteor'"),
     (["--inventory", "/nonexistent/inv.yaml"], "inventory file /nonexistent/inv.yaml does not exist"),
 ])
 def test_bad_options_are_one_line_errors_and_nothing_starts(tmp_path, args, message):
@@ -55,6 +56,14 @@ def test_an_unwritable_store_is_a_one_line_error(tmp_path):
 def test_noop_needs_no_fault_interval():
     spec = build_spec({"fault": None, "faults": ["noop"], "time": 5, "interval": 15}, check_store=False)
     assert not spec.has_faults and plan_summary(spec)["faults"] == []
+
+
+def test_chaos_run_schedules_overlap_faults_inside_every_window_of_the_main_ones(tmp_path):
+    result = run_cli("-f", "noop", "--overlap", "random-kill", "-t", "30", "-i", "5", "--seed", "3", "--dry-run",
+                     "--store", str(tmp_path / "s"))
+    assert result.exit_code == 0, result.output
+    lines = [line.split() for line in result.output.splitlines() if "(window" in line]
+    assert [words[2] for words in lines if words[1] == "start"] == ["noop", "random-kill"] * 3, result.output
 
 
 def test_faults_overlapping_noop_windows_are_scheduled_inside_them():

@@ -71,6 +71,9 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
 @click.option("--fault", "-f", "faults", multiple=True,
               help="Fault to inject, repeatable; options after the name, e.g. random-loss:probability=0.3 "
                    f"(list: chaos faults) [default: {', '.join(_default('faults'))}].")
+@click.option("--overlap", multiple=True,
+              help="Fault started inside every window of the --fault ones and stopped before that window "
+                   "ends, repeatable (a kill during a partition: -f random-partition --overlap random-kill).")
 @click.option("--time", "-t", "time_s", type=float,
               help=f"Seconds of workload with the fault schedule [default: {_default('time'):g}].")
 @click.option("--rate", type=float, help=f"Operations per second, all clients [default: {_default('rate'):g}].")
@@ -121,8 +124,9 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
                    "profile, seed, workload shape and fault windows; other options given here override it.")
 @click.option("--dry-run", is_flag=True, help="Validate and print the schedules; start nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress line.")
-def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...], no_check: bool,
-        mix: str | None, dry_run: bool, quiet: bool, schedule_path: Path | None, **options: Any) -> None:
+def run(faults: tuple[str, ...], overlap: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
+        no_check: bool, mix: str | None, dry_run: bool, quiet: bool, schedule_path: Path | None,
+        **options: Any) -> None:
     """Run one chaos test: deploy the SUT, drive the workload while faults are
     injected, heal, drain, check, and exit 0 (valid), 1 (invalid) or 2 (unknown).
 
@@ -132,7 +136,8 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
     """
     console = Console(stderr=True)
     bugs = options.pop("bugs") or None
-    values = dict(options, faults=faults or None, time=time_s, targets=targets or None, bugs=bugs,
+    values = dict(options, faults=faults or None, overlap=overlap or None, time=time_s, targets=targets or None,
+                  bugs=bugs,
                   mix=_parse_mix(mix), check=False if no_check else None)
     if schedule_path is not None:
         values = with_schedule(schedule_path, values)
@@ -172,7 +177,7 @@ def run(faults: tuple[str, ...], time_s: float | None, targets: tuple[str, ...],
 
 def with_schedule(path: Path, values: dict[str, Any]) -> dict[str, Any]:
     """The schedule file's values under the options given on the command line."""
-    for clash in ("faults", "interval", "duration", "targets"):
+    for clash in ("faults", "overlap", "interval", "duration", "targets"):
         if values.get(clash) is not None:
             option = {"faults": "--fault", "duration": "--fault-duration",
                       "targets": "--target"}.get(clash, f"--{clash}")
