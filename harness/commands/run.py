@@ -137,8 +137,7 @@ def run(faults: tuple[str, ...], overlap: tuple[str, ...], time_s: float | None,
     console = Console(stderr=True)
     bugs = options.pop("bugs") or None
     values = dict(options, faults=faults or None, overlap=overlap or None, time=time_s, targets=targets or None,
-                  bugs=bugs,
-                  mix=_parse_mix(mix), check=False if no_check else None)
+                  bugs=bugs, mix=_parse_mix(mix), check=False if no_check else None)
     if schedule_path is not None:
         values = with_schedule(schedule_path, values)
     try:
