@@ -219,12 +219,6 @@ def mount_crash_fs(pool: Pool, deployer: Deployer, journal: nuclei.Journal,
         pool, journal, node.name, node.workdir, deployer.data_root(node))
 
 
-def applied_faults(main: list[FaultSpec], overlap: list[FaultSpec]) -> list[FaultSpec]:
-    """Every fault a run may apply, the ones overlapping the main windows included: what
-    the crash file system and the clock preload are set up for before the SUT starts."""
-    return [*main, *overlap]
-
-
 def preload_clocks(pool: Pool, deployer: Deployer, journal: nuclei.Journal,
                    fault_specs: list[FaultSpec]) -> None:
     """With clock faults, every SUT process starts under libfaketime, following a timestamp
@@ -320,7 +314,8 @@ class RunLifecycle:
                                      bugs=self.spec.bugs, release=self.spec.rocketmq_version)
             names = [node.name for node in deployer.used_nodes]
             fault_specs = validate(self.spec.faults, names)
-            every_fault = applied_faults(fault_specs, validate(self.spec.overlap, names))
+            # the crash file system and the clock preload serve the overlapping faults too
+            every_fault = [*fault_specs, *validate(self.spec.overlap, names)]
             journal = nuclei.Journal(self.run.journal_file)
             self.run.journal_file.touch()  # part of the layout even if no fault ever applies
             mount_crash_fs(pool, deployer, journal, every_fault)
