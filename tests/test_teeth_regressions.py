@@ -35,6 +35,14 @@ def test_each_reachable_bug_runs_its_recipe_on_both_releases_with_the_same_seeds
     assert {r.fault for r in planned} == {"+".join(bug.recipe.faults)}
 
 
+def test_a_recipe_with_its_own_rate_runs_at_it_and_the_others_at_the_files():
+    spec = regressions.load(FILE)
+    bugs = [b for b in spec.selected() if b.reachable]
+    assert any(b.recipe.rate for b in bugs) and any(b.recipe.rate is None for b in bugs)
+    for bug in bugs:
+        assert regressions.bug_campaign(spec, bug).rate == (bug.recipe.rate or spec.rate)
+
+
 def test_a_regressions_file_is_told_from_a_campaign_by_its_kind():
     assert regressions.is_regressions(FILE)
     assert not regressions.is_regressions(ROOT / "campaigns" / "rocketmq-smoke.yaml")
