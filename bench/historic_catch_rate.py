@@ -48,9 +48,11 @@ def main() -> int:
         print(f"| #{v.issue} {v.bug} | {v.buggy_version} | {len(v.caught_seeds)} of {v.seeds} "
               f"({len(v.caught_seeds) / v.seeds:.0%}) | {v.fixed_version} | {len(v.valid_controls)} of {v.seeds} "
               f"| {v.status} | {shown or '–'} |")
+    own = "".join(f", #{b.issue} at {b.recipe.rate:g} with {b.recipe.concurrency or spec.concurrency} clients "
+                  f"(its recipe's own)" for b in spec.selected() if b.recipe.rate)
     print(f"store {store}; {args.seeds} seed(s) per release, file {args.file.name} (seed {spec.seed}, rate "
-          f"{spec.rate:g}, concurrency {spec.concurrency}); reference: load average {load_before:.1f} before, "
-          f"{os.getloadavg()[0]:.1f} after")
+          f"{spec.rate:g}{own}, concurrency {spec.concurrency}); "
+          f"reference: load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
     return 0
 
 

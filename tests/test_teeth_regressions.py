@@ -35,12 +35,14 @@ def test_each_reachable_bug_runs_its_recipe_on_both_releases_with_the_same_seeds
     assert {r.fault for r in planned} == {"+".join(bug.recipe.faults)}
 
 
-def test_a_recipe_with_its_own_rate_runs_at_it_and_the_others_at_the_files():
+def test_a_recipe_with_its_own_rate_and_concurrency_runs_at_them_and_the_others_at_the_files():
     spec = regressions.load(FILE)
     bugs = [b for b in spec.selected() if b.reachable]
     assert any(b.recipe.rate for b in bugs) and any(b.recipe.rate is None for b in bugs)
     for bug in bugs:
-        assert regressions.bug_campaign(spec, bug).rate == (bug.recipe.rate or spec.rate)
+        campaign = regressions.bug_campaign(spec, bug)
+        assert campaign.rate == (bug.recipe.rate or spec.rate)
+        assert campaign.concurrency == (bug.recipe.concurrency or spec.concurrency)
 
 
 def test_a_regressions_file_is_told_from_a_campaign_by_its_kind():

@@ -36,14 +36,16 @@ class Recipe(BaseModel):
     duration: float | None = Field(None, gt=0)
     recovery: float | None = Field(None, gt=0)
     workload: str = "queue"
-    # Sends per second; None: the regressions file's rate. A race the recipe must win often
-    # needs more puts in flight at the instant than a kill recipe wants load on the box.
+    # Sends per second and clients in flight; None: the regressions file's. A race the recipe
+    # must win needs more puts in flight at the instant than a kill recipe wants load on the box.
     rate: float | None = Field(None, gt=0)
+    concurrency: int | None = Field(None, ge=1, le=512)
 
     def spec_values(self, version: str) -> dict[str, Any]:
         """`chaos run` values of the recipe on one release (the caller adds store, seed, ...)."""
         shape = {k: v for k, v in (("interval", self.interval), ("duration", self.duration),
-                                   ("recovery", self.recovery), ("rate", self.rate)) if v is not None}
+                                   ("recovery", self.recovery), ("rate", self.rate),
+                                   ("concurrency", self.concurrency)) if v is not None}
         return {"profile": self.profile, "faults": list(self.faults), "targets": list(self.targets),
                 "timing": self.timing, "time": self.time, "workload": self.workload, "rocketmq_version": version,
                 **shape}

@@ -119,7 +119,7 @@ def bug_campaign(regressions: Regressions, bug: HistoricBug) -> Campaign:
         "durations": {"run": r.time, "between": r.interval or d.between, "fault": r.duration or d.fault,
                       "recovery": d.recovery if r.recovery is None else r.recovery,
                       "drain_timeout": d.drain_timeout},
-        "rate": r.rate or regressions.rate, "concurrency": regressions.concurrency,
+        "rate": r.rate or regressions.rate, "concurrency": r.concurrency or regressions.concurrency,
         "client": regressions.client.model_dump(),
         # the verdicts are this module's; the campaign's gates only decide its own exit
         "gates": {"unsafe_found": False},
