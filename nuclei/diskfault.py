@@ -4,6 +4,8 @@ slow down chosen operations on chosen files, and clear that again.
 The rules live in the FUSE daemon's memory (nuclei/diskfault_node.py): nothing is
 written on the node, and unmounting the file system ends them too. The action is
 journaled before it is applied, so `heal` clears it even after the harness was killed.
+A crash that power-cycles the node (`reset`) clears them early; clearing is idempotent,
+so the fault's own undo still succeeds afterwards.
 """
 from __future__ import annotations
 
@@ -33,6 +35,24 @@ def status(pool: Any, node: str, workdir: str, mountpoint: str) -> dict[str, Any
     return lazyfs.ask(pool, node, workdir, mountpoint, "disk-status")
 
 
+def reset(pool: Any, node: str, workdir: str, mountpoint: str) -> dict[str, Any]:
+    """Clear whatever disk faults are in force on the node's crash file system (a power cycle
+    resetting a transient device fault) and verify none is left; returns the rules that were
+    in force and their hits. Not journaled and no journal entry is marked: each disk fault's
+    own stop (or the heal) still clears, which finds nothing left, and marks its entry undone."""
+    rules = status(pool, node, workdir, mountpoint).get("rules") or []
+    return {"rules": rules, "hits": _clear(pool, node, workdir, mountpoint)}
+
+
+def _clear(pool: Any, node: str, workdir: str, mountpoint: str) -> dict[str, int]:
+    """Remove every rule, verified; the hits counted until then."""
+    counts = lazyfs.ask(pool, node, workdir, mountpoint, "disk-clear").get("counts") or {}
+    left = status(pool, node, workdir, mountpoint).get("rules")
+    if left:
+        raise NucleusError(f"node {node}: disk fault rules are still in force at {mountpoint}: {left}")
+    return counts
+
+
 def undo(pool: Any, journal: Journal, entry: JournalEntry) -> dict[str, int]:
     """Clear the node's disk faults and verify none is left; returns the hits counted.
     A file system no longer mounted holds no rules: nothing to clear."""
@@ -40,9 +60,6 @@ def undo(pool: Any, journal: Journal, entry: JournalEntry) -> dict[str, int]:
     node, workdir, mountpoint = entry.node, params["workdir"], params["mountpoint"]
     counts: dict[str, int] = {}
     if lazyfs.daemon_running(pool, node, workdir, mountpoint):
-        counts = lazyfs.ask(pool, node, workdir, mountpoint, "disk-clear").get("counts") or {}
-        left = status(pool, node, workdir, mountpoint).get("rules")
-        if left:
-            raise NucleusError(f"node {node}: disk fault rules are still in force at {mountpoint}: {left}")
+        counts = _clear(pool, node, workdir, mountpoint)
     journal.mark_undone(entry)
     return counts

@@ -84,10 +84,14 @@ def mounted(pool: Any, node: str, workdir: str, mountpoint: str) -> bool:
     return result.stdout.strip() == "yes"
 
 
-def mount(pool: Any, journal: Journal, node: str, workdir: str, mountpoint: str) -> JournalEntry:
+def mount(pool: Any, journal: Journal, node: str, workdir: str, mountpoint: str,
+          dirty_expire: float | None = None) -> JournalEntry:
     """Mount a fresh lazyfs at `mountpoint` (journaled first) and wait until it serves.
 
-    A lazyfs a killed run left at the same place is unmounted first.
+    With `dirty_expire` (seconds) the daemon writes back what has been dirty that long,
+    as a kernel's flusher does; without, only an fsync makes data durable (LazyFS's model).
+    The journal entry records which (`dirty_expire_s`). A lazyfs a killed run left at the
+    same place is unmounted first.
     """
     install(pool, node, workdir)
     base = state_dir(workdir)
@@ -101,8 +105,9 @@ def mount(pool: Any, journal: Journal, node: str, workdir: str, mountpoint: str)
         raise NucleusError(f"node {node}: cannot make the lazyfs mountpoint {mountpoint}: "
                            f"{made.stderr.strip()[-200:]}")
     entry = journal.record("mount", node, mountpoint=mountpoint, workdir=workdir, pidfile=pidfile,
-                           logfile=logfile)
-    pool.start_detached(node, [*_program(workdir, "serve", mountpoint, "--state", state)],
+                           logfile=logfile, dirty_expire_s=dirty_expire)
+    writeback = () if dirty_expire is None else ("--dirty-expire", repr(float(dirty_expire)))
+    pool.start_detached(node, [*_program(workdir, "serve", mountpoint, "--state", state, *writeback)],
                         pidfile, logfile, cwd=base, env={"PYTHONPATH": _lib(workdir)})
     deadline = time.monotonic() + MOUNT_TIMEOUT_S
     while not mounted(pool, node, workdir, mountpoint):

@@ -11,10 +11,21 @@ from the durable image: every write, create and rename not yet synced is gone.
 rebuild, each file with unsynced writes (and a durable name) keeps a seeded
 prefix of its last unsynced byte range, so it can end in a partial record.
 
+That durable image is LazyFS's strict model: nothing is durable before an fsync.
+`serve --dirty-expire S` adds what a Linux kernel does on its own: a flusher thread
+wakes every min(5, S) seconds (`dirty_writeback_centisecs`) and writes back, as an
+fsync would, every file whose first unsynced change is at least S seconds old (the
+inode's `dirtied_when` against `dirty_expire_centisecs`: written back whole, then
+clean until its next write), and makes durable every directory whose entries
+changed at least S seconds ago. The flusher is the kernel, not the application:
+it bypasses the injected disk faults (an fsync rule does not fail it, a slow rule
+does not delay it), so with both on, data whose fsync failed still becomes durable
+at its expiry (a real kernel may drop pages whose writeback failed).
+
 Run on the node with its system `python3` and the uploaded `mfusepy` module
 (stdlib + the binding only, like the SUT):
 
-    python3 lazyfs_node.py serve --state DIR --mountpoint DIR
+    python3 lazyfs_node.py serve --state DIR --mountpoint DIR [--dirty-expire S]
     python3 lazyfs_node.py lose|status --mountpoint DIR
     python3 lazyfs_node.py mounted --mountpoint DIR
 
@@ -36,6 +47,7 @@ import stat
 import struct
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +58,7 @@ except ImportError:
 
 FSTYPE = "fuse.lazyfs"
 ROOT_FID = 0
+FLUSH_PERIOD_S = 5.0  # the kernel's flusher wakes every dirty_writeback_centisecs (5 s by default)
 
 
 def control_address(mountpoint: str) -> str:
@@ -88,8 +101,10 @@ class CrashState:
     so the model is testable alone). Files and directories are named by a fid of
     ours, not the inode number: the backing file system reuses inode numbers."""
 
-    def __init__(self, state_dir: str) -> None:
+    def __init__(self, state_dir: str, dirty_expire: float | None = None) -> None:
         self.state_dir = os.path.abspath(state_dir)
+        self.dirty_expire = dirty_expire  # seconds after which the flusher writes back; None: never
+        self.written_back = {"files": 0, "dirs": 0}  # by the flusher, over the whole mount
         self.live = os.path.join(self.state_dir, "live")
         self.store = os.path.join(self.state_dir, "durable")
         self.lock = threading.RLock()
@@ -106,6 +121,9 @@ class CrashState:
         self.durable_dirs: dict[int, dict[str, tuple[int, str]]] = {ROOT_FID: {}}  # fid -> name -> (fid, kind)
         self.durable_files: set[int] = set()
         self.dirty: dict[int, Dirty] = {}
+        # With dirty_expire: when each file / directory went from clean to dirty (monotonic).
+        self.dirtied_when: dict[int, float] = {}
+        self.dir_dirtied_when: dict[int, float] = {}
 
     def path(self, path: str) -> str:
         return os.path.join(self.live, path.lstrip("/"))
@@ -130,13 +148,26 @@ class CrashState:
     # -- changes ---------------------------------------------------------------------------
     def wrote(self, fid: int, start: int, end: int) -> None:
         self.dirty.setdefault(fid, Dirty()).write(start, end)
+        self._dirtied(self.dirtied_when, fid)
 
     def truncated(self, fid: int, size: int) -> None:
         self.dirty.setdefault(fid, Dirty()).truncate(size)
+        self._dirtied(self.dirtied_when, fid)
+
+    def entry_changed(self, path: str) -> None:
+        """A create, unlink, rename or mkdir/rmdir of `path` (under the mount) changed its
+        directory's entries: the directory is dirty from now if it was clean."""
+        if self.dirty_expire is not None:
+            self._dirtied(self.dir_dirtied_when, self.fid(self.path(os.path.dirname(path.rstrip("/")) or "/")))
+
+    def _dirtied(self, when: dict[int, float], fid: int) -> None:
+        if self.dirty_expire is not None and fid not in when:
+            when[fid] = time.monotonic()
 
     def sync_file(self, fid: int, fd: int) -> None:
         """fsync: the durable copy of the file becomes its live content."""
         dirty = self.dirty.pop(fid, Dirty())
+        self.dirtied_when.pop(fid, None)
         live_size = os.fstat(fd).st_size
         target = os.open(self._content(fid), os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -163,7 +194,54 @@ class CrashState:
             child = os.path.join(live_dir, name)
             kind = "d" if stat.S_ISDIR(os.lstat(child).st_mode) else "f"
             entries[name] = (self.fid(child), kind)
-        self.durable_dirs[self.fid(live_dir)] = entries
+        fid = self.fid(live_dir)
+        self.durable_dirs[fid] = entries
+        self.dir_dirtied_when.pop(fid, None)
+
+    def write_back_expired(self, now: float | None = None) -> dict[str, int]:
+        """One wake-up of the kernel's flusher (with `dirty_expire`): every file dirty since
+        `now - dirty_expire` or earlier is written back as its fsync would, every directory
+        whose entries changed that long ago is made durable as its fsync would. Returns what
+        this wake-up wrote back. A file or directory gone from the live tree since (unlinked,
+        removed) is forgotten; one that fails (the backing disk) is logged and tried again
+        at the next wake-up. Injected disk faults do not apply: this is not the application."""
+        done = {"files": 0, "dirs": 0}
+        if self.dirty_expire is None:
+            return done
+        cutoff = (time.monotonic() if now is None else now) - self.dirty_expire
+        with self.lock:
+            files = [fid for fid, when in self.dirtied_when.items() if when <= cutoff]
+            dirs = [fid for fid, when in self.dir_dirtied_when.items() if when <= cutoff]
+            if not files and not dirs:
+                return done
+            live_files, live_dirs = self._live_fids()
+            for fid in files:
+                self._write_back("files", fid, live_files.get(fid), done)
+            for fid in dirs:
+                self._write_back("dirs", fid, live_dirs.get(fid), done)
+        return done
+
+    def _write_back(self, kind: str, fid: int, live: str | None, done: dict[str, int]) -> None:
+        when = self.dir_dirtied_when if kind == "dirs" else self.dirtied_when
+        try:
+            if live is None:
+                raise FileNotFoundError(fid)
+            if kind == "dirs":
+                self.sync_dir("/" + os.path.relpath(live, self.live))
+            else:
+                fd = os.open(live, os.O_RDONLY)
+                try:
+                    self.sync_file(fid, fd)
+                finally:
+                    os.close(fd)
+        except FileNotFoundError:
+            when.pop(fid, None)  # gone from the live tree: nothing names it any more
+            return
+        except OSError as error:
+            print(f"lazyfs flusher: writing back {live}: {error}", file=sys.stderr, flush=True)
+            return
+        done[kind] += 1
+        self.written_back[kind] += 1
 
     def _content(self, fid: int) -> str:
         return os.path.join(self.store, str(fid))
@@ -172,7 +250,8 @@ class CrashState:
     def status(self) -> dict[str, Any]:
         return {"generation": self.generation, "unsynced_files": len(self.dirty),
                 "unsynced_bytes": sum(d.bytes for d in self.dirty.values()), "losses": self.losses,
-                "unsynced_by_dir": self.unsynced_by_dir()}
+                "unsynced_by_dir": self.unsynced_by_dir(), "dirty_expire_s": self.dirty_expire,
+                "written_back": dict(self.written_back)}
 
     def unsynced_by_dir(self) -> dict[str, int]:
         """Unsynced bytes per directory, by its path under the mount (`broker-a-0/store/commitlog`,
@@ -217,7 +296,7 @@ class CrashState:
         of a log persists. Only files whose name is durable (a crash keeps no other) and
         whose range has two bytes or more are torn; earlier unsynced ranges and unsynced
         truncations are lost as in a plain crash."""
-        durable, live = self._durable_paths(), self._live_paths()
+        durable, live = self._durable_paths(), self._live_fids()[0]
         torn = []
         for fid in sorted(self.dirty):
             ranges = self.dirty[fid].ranges
@@ -252,16 +331,16 @@ class CrashState:
         walk(ROOT_FID, "")
         return found
 
-    def _live_paths(self) -> dict[int, str]:
-        """fid -> a live path of every file of ours in the live tree."""
-        found: dict[int, str] = {}
-        for here, _dirs, files in os.walk(self.live):
-            for name in files:
-                path = os.path.join(here, name)
+    def _live_fids(self) -> tuple[dict[int, str], dict[int, str]]:
+        """fid -> a live path, of every file and of every directory of ours in the live tree."""
+        files: dict[int, str] = {}
+        dirs: dict[int, str] = {}
+        for here, _dirs, names in os.walk(self.live):
+            for found, path in ((dirs, here), *((files, os.path.join(here, name)) for name in names)):
                 fid = self.fids.get(os.lstat(path).st_ino)
                 if fid is not None:
                     found.setdefault(fid, path)
-        return found
+        return files, dirs
 
     def _rebuild(self, dir_fid: int, target: str) -> None:
         for name, (fid, kind) in self.durable_dirs.get(dir_fid, {}).items():
@@ -355,18 +434,21 @@ def _operations(state: CrashState) -> Any:
         def mkdir(self, path, mode):
             os.mkdir(state.path(path), mode)
             state.fid(state.path(path), new=True)
+            state.entry_changed(path)
             return 0
 
         @guarded
         def rmdir(self, path):
             state.forget(state.path(path))
             os.rmdir(state.path(path))
+            state.entry_changed(path)
             return 0
 
         @guarded
         def unlink(self, path):
             state.forget(state.path(path))
             os.unlink(state.path(path))
+            state.entry_changed(path)
             return 0
 
         @guarded
@@ -374,6 +456,8 @@ def _operations(state: CrashState) -> Any:
             if os.path.lexists(state.path(new)):
                 state.forget(state.path(new))
             os.rename(state.path(old), state.path(new))
+            state.entry_changed(old)
+            state.entry_changed(new)
             return 0
 
         @guarded
@@ -382,6 +466,8 @@ def _operations(state: CrashState) -> Any:
             existed = os.path.lexists(live)
             fd = os.open(live, os.O_RDWR | os.O_CREAT, mode)
             os.close(fd)
+            if not existed:
+                state.entry_changed(path)
             return self._open(live, os.O_RDWR, state.fid(live, new=not existed))
 
         @guarded
@@ -619,15 +705,49 @@ def exit_when_gone(state_dir: str, mountpoint: str) -> None:
     threading.Thread(target=watch, name="lazyfs-watch", daemon=True).start()
 
 
-def serve(state_dir: str, mountpoint: str) -> None:
+def start_flusher(state: CrashState, stop: threading.Event) -> threading.Thread | None:
+    """The kernel's periodic writeback (with `state.dirty_expire`; None without): a thread
+    that wakes every min(FLUSH_PERIOD_S, dirty_expire) seconds until `stop` is set. A failed
+    wake-up is logged and the next one comes: the flusher never ends the daemon."""
+    if state.dirty_expire is None:
+        return None
+    period = min(FLUSH_PERIOD_S, state.dirty_expire)
+
+    def loop() -> None:
+        while not stop.wait(period):
+            try:
+                state.write_back_expired()
+            except Exception as error:  # noqa: BLE001 - one bad wake-up must not end the writeback
+                print(f"lazyfs flusher: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=loop, name="lazyfs-flusher", daemon=True)
+    thread.start()
+    return thread
+
+
+def serve(state_dir: str, mountpoint: str, dirty_expire: float | None = None) -> None:
     import mfusepy
-    state = CrashState(state_dir)
+    state = CrashState(state_dir, dirty_expire=dirty_expire)
     operations = _operations(state)
     serve_control(state, operations, mountpoint)
     exit_when_gone(state_dir, mountpoint)
-    # Cached attributes or names would hide a `lose` from the kernel: none are kept.
-    mfusepy.FUSE(operations, mountpoint, foreground=True, nothreads=True, fsname="lazyfs",
-                 subtype="lazyfs", attr_timeout=0, entry_timeout=0, negative_timeout=0)
+    stop = threading.Event()
+    flusher = start_flusher(state, stop)
+    try:
+        # Cached attributes or names would hide a `lose` from the kernel: none are kept.
+        mfusepy.FUSE(operations, mountpoint, foreground=True, nothreads=True, fsname="lazyfs",
+                     subtype="lazyfs", attr_timeout=0, entry_timeout=0, negative_timeout=0)
+    finally:
+        stop.set()
+        if flusher is not None:
+            flusher.join(timeout=CONTROL_TIMEOUT_S)
+
+
+def _dirty_expire(text: str) -> float:
+    value = float(text)
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be seconds > 0, got {text}")
+    return value
 
 
 def main(argv: list[str]) -> int:
@@ -638,13 +758,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--mountpoint", required=True)
     parser.add_argument("--torn-seed", type=int, help="lose: tear the last unsynced range of each file (seeded)")
     parser.add_argument("--state", help="directory for the live tree and the durable image (serve)")
+    parser.add_argument("--dirty-expire", type=_dirty_expire, metavar="S",
+                        help="serve: write back what has been dirty for S seconds, as the kernel's flusher "
+                             "(default: never, only fsync makes data durable)")
     parser.add_argument("--writeback", action="store_true",
                         help="status: first write the mount's dirty (memory-mapped) pages to the daemon")
     args = parser.parse_args(argv)
     if args.command == "serve":
         if not args.state:
             parser.error("serve needs --state")
-        serve(args.state, args.mountpoint)
+        serve(args.state, args.mountpoint, args.dirty_expire)
         return 0
     if args.command == "mounted":
         print("yes" if mounted(args.mountpoint) else "no")
