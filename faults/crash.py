@@ -3,6 +3,14 @@ their file system had not fsynced; start the processes again at stop. With
 `torn=true` each file with unsynced writes first keeps a seeded prefix of its
 last unsynced range (a torn write at the power loss).
 
+What "not fsynced" means is the run's page-cache model, one per run because the
+crash file system is mounted once, before the faults: strict by default (only an
+fsync makes data durable, as LazyFS), or with `dirty_expire=S` what a Linux kernel
+does, writing back on its own every file dirty for S seconds (nuclei/lazyfs_node.py).
+All crash faults of a run must agree on it (`run_dirty_expire`). With
+`reset_disk=true` the crash is a power cycle that also ends a transient device
+fault: the node's injected disk faults are cleared once the data is dropped.
+
 `random-crash`, `minor-crash`, `major-crash`, `fixed-crash`, `leader-crash`.
 A machine has no roles: every SUT process on a chosen node dies (the target
 roles only narrow which nodes may be chosen). The loss needs the crash file
@@ -21,10 +29,11 @@ import nuclei
 from faults import targets as selection
 from faults.apply import Record, apply_all
 from faults.context import Applied, FaultContext, FaultError
-from faults.options import NodeNames
+from faults.options import DirtyExpire, NodeNames
 from faults.processes import _WHO, ProcessFault
 from faults.registry import lookup, register
-from nuclei import lazyfs
+from faults.schedule import FaultSpec
+from nuclei import diskfault, lazyfs
 
 
 class CrashFault(ProcessFault):
@@ -33,15 +42,20 @@ class CrashFault(ProcessFault):
     action = "crash"
     needs_crash_fs = True
 
-    def __init__(self, selector: str = "random", targets: NodeNames = (), torn: bool = False) -> None:
+    def __init__(self, selector: str = "random", targets: NodeNames = (), torn: bool = False,
+                 dirty_expire: DirtyExpire | None = None, reset_disk: bool = False) -> None:
         super().__init__(selector, targets)
         self.torn = torn
+        # Read by the run when it mounts the crash file system (run_dirty_expire), not here.
+        self.dirty_expire = dirty_expire
+        self.reset_disk = reset_disk
 
     def start(self, ctx: FaultContext) -> Applied:
         leader = ctx.find_leader() if self.selector == "leader" else None
         chosen = selection.choose(self.selector, ctx.candidates(), ctx.rng, self.fixed, leader)
         mounts = {node: _mount_of(ctx, node) for node in chosen}
         lost: dict[str, dict[str, Any]] = {}
+        disk_reset: dict[str, dict[str, Any]] = {}
         # Drawn here, in node order, so the jobs (run in parallel) keep the run's seed replayable.
         torn_seeds = {node: ctx.rng.getrandbits(32) for node in chosen} if self.torn else {}
 
@@ -60,12 +74,16 @@ class CrashFault(ProcessFault):
                 lost[node] = lazyfs.lose_unsynced(ctx.pool, node, params["workdir"], params["mountpoint"],
                                                   torn_seeds.get(node))
                 lost[node].update(instant_tries=tries, unsynced_bytes_at_instant=unsynced)
+                if self.reset_disk:  # the power cycle ends a transient device fault
+                    disk_reset[node] = diskfault.reset(ctx.pool, node, params["workdir"], params["mountpoint"])
             return run
 
         actions = apply_all(ctx, f"{self.name} on {', '.join(chosen) or 'no node'}",
                             {node: job(node) for node in chosen})
         details: dict[str, Any] = {"processes": sorted(f"{a.entry.node}/{a.entry.params.get('name')}" for a in actions),
-                                   "lost": lost}
+                                   "lost": lost, "dirty_expire_s": _page_cache(mounts)}
+        if self.reset_disk:
+            details["disk_reset"] = disk_reset
         if self.selector == "leader" and leader is None:
             details["note"] = "no leader found"
         return Applied(targets=chosen, actions=actions, details=details)
@@ -145,6 +163,39 @@ def _mount_of(ctx: FaultContext, node: str) -> Any:
                      f"to mount it before the SUT starts; see docs/nemeses.md)")
 
 
+def _page_cache(mounts: dict[str, Any]) -> float | dict[str, float | None] | None:
+    """The page-cache model the crashed nodes' file systems were mounted with: their
+    `dirty_expire` seconds (None: strict), one value, or per node if they differ."""
+    found = {node: entry.params.get("dirty_expire_s") for node, entry in mounts.items()}
+    values = set(found.values())
+    return next(iter(values)) if len(values) == 1 else (found or None)
+
+
+def run_dirty_expire(faults: Iterable[str | FaultSpec]) -> float | None:
+    """The `dirty_expire` the run's crash file system is mounted with: the one every fault
+    that takes the option agrees on (None: strict, unset on all of them). Faults without
+    the option (disk faults, state-triggered crashes) follow whatever the others chose.
+    FaultError, naming two faults that disagree, otherwise: the mount is made once per run."""
+    chosen: dict[float | None, str] = {}
+    for fault in faults:
+        spec = fault if isinstance(fault, FaultSpec) else FaultSpec.parse(fault)
+        registration = lookup(spec.name)
+        if "dirty_expire" not in registration.options():
+            continue
+        value = registration.checked({k: v for k, v in spec.options.items() if k == "dirty_expire"})
+        chosen.setdefault(value.get("dirty_expire"), spec.label())
+    if len(chosen) > 1:
+        (first, a), (second, b) = list(chosen.items())[:2]
+        raise FaultError(f"faults {a} and {b} disagree on dirty_expire ({_shown(first)} and {_shown(second)}): "
+                         f"the crash file system has one page-cache model per run; give every crash "
+                         f"fault the same dirty_expire, or none")
+    return next(iter(chosen), None)
+
+
+def _shown(dirty_expire: float | None) -> str:
+    return "unset: strict" if dirty_expire is None else f"{dirty_expire:g} s"
+
+
 def needs_crash_fs(fault_names: Iterable[str]) -> bool:
     """Does any of these faults need the crash file system mounted?"""
     return any(getattr(lookup(name).cls, "needs_crash_fs", False) for name in fault_names)
@@ -170,6 +221,7 @@ for _selector, _who in _WHO.items():
     register(CrashFault, name=f"{_selector}-crash", selector=_selector, origin="builtin", **_fixed,
              description=f"machine crash of {_who}: kill -9 every SUT process there and drop its "
                          f"unsynced writes (lazyfs); restart them at stop; torn=true keeps a seeded prefix "
-                         f"of each file's last unsynced range")
+                         f"of each file's last unsynced range; dirty_expire=S keeps what stayed dirty S seconds "
+                         f"(a kernel's writeback); reset_disk=true clears injected disk faults at the crash")
 
-__all__ = ["CrashFault", "crash_fs_unavailable", "needs_crash_fs"]
+__all__ = ["CrashFault", "crash_fs_unavailable", "needs_crash_fs", "run_dirty_expire"]

@@ -13,7 +13,8 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from typing import Annotated, Any, get_args, get_origin
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BeforeValidator, Field, PydanticUserError, TypeAdapter, ValidationError
 
@@ -76,6 +77,16 @@ def _duration(value: float) -> float:
     return value
 
 
+MAX_DIRTY_EXPIRE_S = 3600.0
+
+
+def _dirty_expire(value: float) -> float:
+    if not (math.isfinite(value) and 0 < value <= MAX_DIRTY_EXPIRE_S):
+        raise ValueError(f"{value:g} s is out of range; allowed: seconds in (0, {MAX_DIRTY_EXPIRE_S:g}] "
+                         f"(Linux's dirty_expire_centisecs is 30 s)")
+    return value
+
+
 # A signal by name (KILL, SIGTERM) or number (9) that ends a process; stored as its name.
 KillSignal = Annotated[str, BeforeValidator(_kill_signal)]
 # Any signal of the real table, by name or number; stored as its name.
@@ -94,6 +105,8 @@ Direction = Annotated[str, BeforeValidator(_direction)]
 ClockRate = Annotated[float, AfterValidator(_clock_rate)]
 # Seconds between two flips of a strobing clock: libfaketime reads its file once a second.
 StrobePeriod = Annotated[float, Field(ge=1, le=600, allow_inf_nan=False)]
+# Seconds a dirty page may stay unwritten before the kernel writes it back, (0, 3600].
+DirtyExpire = Annotated[float, AfterValidator(_dirty_expire)]
 # A link rate in tc's syntax (1mbit, 500kbit, 2mbps).
 Rate = Annotated[str, BeforeValidator(_rate)]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -113,6 +126,7 @@ _SHOWN = {
     "Direction": "forward, back or random",
     "ClockRate": "clock rate in [0.5, 2], not 1 (1.05 = 5 % fast)",
     "StrobePeriod": "seconds in [1, 600]",
+    "DirtyExpire": "seconds in (0, 3600]",
     "Port": "port 1-65535",
     "NodeNames": "node names, comma-separated (n1,n2)",
     "RemotePath": "absolute path",
@@ -121,7 +135,7 @@ _NAMES = {id(KillSignal): "KillSignal", id(Signal): "Signal", id(Probability): "
           id(Duration): "Duration", id(Rate): "Rate", id(Milliseconds): "Milliseconds",
           id(Port): "Port", id(NodeNames): "NodeNames", id(RemotePath): "RemotePath",
           id(SkewMs): "SkewMs", id(Direction): "Direction", id(ClockRate): "ClockRate",
-          id(StrobePeriod): "StrobePeriod"}
+          id(StrobePeriod): "StrobePeriod", id(DirtyExpire): "DirtyExpire"}
 
 
 def check(annotation: Any, value: Any) -> Any:
@@ -146,6 +160,10 @@ def describe(annotation: Any) -> str:
         return _SHOWN[name]
     if annotation is inspect.Parameter.empty:
         return "value"
+    if get_origin(annotation) in (Union, UnionType):  # an option that may be left unset: `X | None`
+        given = [arg for arg in get_args(annotation) if arg is not type(None)]
+        if len(given) == 1:
+            return describe(given[0])
     if get_origin(annotation) is Annotated:  # a nemesis's own option type: its description, else its base
         base, *extras = get_args(annotation)
         described = [extra.description for extra in extras if getattr(extra, "description", None)]

@@ -33,7 +33,7 @@ import faults
 import nuclei
 from checkers.ops import WRITE_FUNCTIONS
 from faults.clock import needs_clock_preload
-from faults.crash import needs_crash_fs
+from faults.crash import needs_crash_fs, run_dirty_expire
 from faults.runner import ActiveFault, ScheduleRunner
 from faults.schedule import FaultSpec
 from faults.targets import normalize_roles
@@ -212,11 +212,13 @@ def cluster_for(spec: RunSpec, record: RunRecord, console: Any) -> Iterator[Inve
 def mount_crash_fs(pool: Pool, deployer: Deployer, journal: nuclei.Journal,
                    fault_specs: list[FaultSpec]) -> None:
     """With crash faults, every SUT node gets a crash file system (nuclei.lazyfs)
-    on its data root, mounted by the deployer before the SUT starts."""
+    on its data root, mounted by the deployer before the SUT starts, with the page-cache
+    model the crash faults ask for (`dirty_expire`; the spec checked they agree)."""
     if not needs_crash_fs(spec.name for spec in fault_specs):
         return
+    dirty_expire = run_dirty_expire(fault_specs)
     deployer.prepare_node = lambda node: nuclei.lazyfs.mount(
-        pool, journal, node.name, node.workdir, deployer.data_root(node))
+        pool, journal, node.name, node.workdir, deployer.data_root(node), dirty_expire=dirty_expire)
 
 
 def preload_clocks(pool: Pool, deployer: Deployer, journal: nuclei.Journal,

@@ -86,6 +86,18 @@ def check_crash_fs(name: str) -> None:
             raise ValueError(f"fault {name}: {reason}")
 
 
+def crash_model_problem(faults: list[str]) -> str | None:
+    """Why the crash faults of one run cannot share a crash file system (they disagree on
+    `dirty_expire`), or None."""
+    from faults.context import FaultError
+    from faults.crash import run_dirty_expire
+    try:
+        run_dirty_expire(faults)
+    except FaultError as exc:
+        return str(exc)
+    return None
+
+
 def local_node_limits() -> tuple[int, int]:
     """How many nodes the local (network-namespace) provider can bring up."""
     from inventory import netns
@@ -394,6 +406,8 @@ class RunSpec(BaseModel):
         workload = workloads.get(self.workload)
         problem = workload.unsupported(self.profile) or workload.options_problem(self.workload_options())
         problem = problem or refused_fault(self.profile, [*self.faults, *self.overlap])
+        problem = problem or crash_model_problem([*self.faults, *self.overlap,
+                                                  *(window.fault for window in self.windows or ())])
         if problem:
             raise ValueError(problem)
         check_faults_fit_the_nodes(self)
