@@ -58,12 +58,20 @@ def _probe_sessions(run_dir: Path, conf: dict[str, str], hand_out: bool = False)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_a_small_check_starts_a_quick_jvm_that_is_relaunched_before_a_large_one(tmp_path):
+@pytest.fixture(scope="module")
+def default_probe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One run checked small then large with the default settings (shared: each probe starts
+    two driver JVMs)."""
+    root = tmp_path_factory.mktemp("default-probe")
+    queue_all(root)
+    return _probe_sessions(root / "runs" / "queue-all", {})
+
+
+def test_a_small_check_starts_a_quick_jvm_that_is_relaunched_before_a_large_one(default_probe):
     """Small checks run on a C1-only driver JVM (quicker to warm up); before a large
     check that session is stopped and a fully compiling JVM takes over, the old one
     exits, and the results are the same."""
-    queue_all(tmp_path)
-    found = _probe_sessions(tmp_path / "runs" / "queue-all", {})
+    found = default_probe
     assert found["small_jvm"]["c1_only"] and not found["large_jvm"]["c1_only"]
     assert found["large_jvm"]["pid"] != found["small_jvm"]["pid"]
     assert not found["first_jvm_alive"]
@@ -103,13 +111,11 @@ def _built_class_archive() -> Path:
     return archive
 
 
-def test_driver_jvms_map_the_class_archive_built_at_set_up(tmp_path):
+def test_driver_jvms_map_the_class_archive_built_at_set_up(default_probe):
     """scripts/setup.sh builds it (python -m checkers.spark.class_data_archive); both the quick and the
     fully compiling JVM use it, with the throughput collector."""
     archive = _built_class_archive()
-    queue_all(tmp_path)
-    found = _probe_sessions(tmp_path / "runs" / "queue-all", {})
-    for jvm in (found["small_jvm"], found["large_jvm"]):
+    for jvm in (default_probe["small_jvm"], default_probe["large_jvm"]):
         assert jvm["archive"] == str(archive) and jvm["sharing"]
         assert jvm["parallel_gc"]   # the throughput collector, and the archive still maps
 

@@ -30,6 +30,9 @@ from harness.spec import SpecError, build_spec
 from inventory import Pool, ProvisionError, docker, docker_image
 from faults import grudge as shapes
 
+# Most of the module drives the engine; the whole module runs in the suite's serial pass.
+pytestmark = pytest.mark.docker
+
 
 # -- logic without an engine ------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 and why (pure), the fetch script's second call (offline, without Maven or a JDK), the keys
 written for each release (javap), the release carried from a campaign cell, a schedule or
 `chaos shrink` into the run spec, the class-data-sharing archive in the JVMs' argv, the
-registry of historic bugs, and, on real RocketMQ, a seeded short run on a second release
-(5.1.4) that is valid, records its release and leaves archives its JVMs can map.
+registry of historic bugs. A second release fetched and run on real RocketMQ, recorded in its
+run and given archives its JVMs map, is shown by tests/test_historic_catch.py (5.4.0, the
+control of a historic bug's recipe).
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rich.console import Console
 
 from harness import plan as plan_of_run
 from harness import schedule
@@ -26,7 +26,6 @@ from harness.spec import SpecError, build_spec
 from sut import systems
 from sut.rocketmq import release
 from conftest import require
-from support.rocketmq_deploy import rocketmq_cluster
 
 SECOND = "5.1.4"
 REPO = Path(__file__).resolve().parents[1]
@@ -125,48 +124,6 @@ def test_a_fetched_release_is_found_again_offline_and_the_pinned_one_keeps_its_s
     if (pinned / ".stamp").is_file():
         digest = subprocess.run(["sha256sum", str(release.POM)], capture_output=True, text=True).stdout.split()[0]
         assert (pinned / ".stamp").read_text().strip() == digest
-
-
-# -- on real RocketMQ -------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def cluster(make_cluster):
-    inventory, _ = rocketmq_cluster(make_cluster, SECOND)
-    return inventory
-
-
-@pytest.mark.long
-@pytest.mark.cluster
-@pytest.mark.root
-@pytest.mark.spark
-@pytest.mark.jvm
-def test_a_seeded_short_run_on_a_second_release_is_valid_and_records_its_release(cluster, tmp_path):
-    from harness.run import RunLifecycle
-    spec = build_spec({"profile": "rmq-controller-3", "rocketmq_version": SECOND, "workload": "queue",
-                       "faults": ["leader-kill"], "targets": ["brokers"], "time": 24, "interval": 6,
-                       "duration": 10, "recovery": 12, "rate": 20, "concurrency": 4, "timing": "fast",
-                       "seed": 7, "inventory": cluster.source, "store": tmp_path / "store"})
-    outcome = RunLifecycle(spec, Console(stderr=True, force_terminal=False), show_progress=False).execute()
-    assert outcome.status == "complete", outcome.error
-    run_dir = outcome.run.path
-    results = json.loads((run_dir / "results.json").read_text())
-    assert results["valid"] is True, {k: v.get("valid") for k, v in results["checkers"].items()}
-    assert results["checkers"]["queue"]["counts"]["acknowledged"] > 100
-    record = json.loads((run_dir / "run.json").read_text())
-    assert record["spec"]["rocketmq_version"] == SECOND and record["versions"]["rocketmq"] == SECOND
-    assert yaml.safe_load((run_dir / "schedule.yaml").read_text())["rocketmq_version"] == SECOND
-    # The broker nodes were given the 5.1.4 jars, and only those, and each made its
-    # brokers' class-data-sharing archive, which a JVM with that class path maps (with
-    # -Xshare:on a JVM that cannot map it refuses to start).
-    for node in cluster.nodes[1:4]:
-        releases = sorted(p.name for p in (Path(node.workdir) / "rocketmq").iterdir())
-        assert len(releases) == 1 and releases[0].startswith(f"rocketmq-{SECOND}-"), releases
-        home = Path(node.workdir) / "rocketmq" / releases[0]
-        assert (home / "lib" / f"rocketmq-broker-{SECOND}.jar").is_file()
-        mapped = subprocess.run(["java", "-Xshare:on", f"-XX:SharedArchiveFile={home}/cds/broker.jsa",
-                                 "-XX:+UseSerialGC", "-cp", f"{home}/lib/*", "-version"],
-                                capture_output=True, text=True, timeout=60)
-        assert mapped.returncode == 0, mapped.stderr[-500:]
 
 
 # -- the registry of historic bugs -------------------------------------------------------------
