@@ -21,7 +21,7 @@ if [ "$#" -gt 0 ]; then
   exit $?
 fi
 # The whole suite in two passes. Tests without real parts are plain Python and use one
-# core each: two workers share them. Tests with real parts (clusters, JVMs, Spark, a
+# core each: two workers share them. Tests with real parts (clusters, JVMs, Spark, Docker, a
 # browser) run one at a time, as their chaos timing assumes a machine not shared with
 # another test.
 unit="not cluster and not spark and not jvm and not browser and not long and not root and not docker"
