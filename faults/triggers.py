@@ -284,17 +284,27 @@ class MasterKillSlavesPause(GroupControllerKill):
     the survivors have a new leader (about 7 s): with no broker of the group alive, that leader
     elects nobody and keeps naming the old master with its whole SyncStateSet. The old master,
     restarted, is therefore master again at once with slaves it cannot reach yet, and the
-    paused slaves, resumed, follow it within about a second, without a JVM start."""
+    paused slaves, resumed, follow it within about a second, without a JVM start.
+
+    With `rekill_after`, the old master, once back, serves that many seconds with its slaves
+    still paused (consumers read from it) and is then killed again; the slaves are resumed
+    and its restart waits until another broker is elected, or the controllers' SyncStateSet
+    is the old master alone (nobody else is electable), at most `master_wait` s. What it
+    acknowledged and served alone is then lost unless its release kept the slaves in its
+    SyncStateSet (RocketMQ's #6609 recipe)."""
 
     name = "master-controller-kill-slaves-pause"
     description = ("when a master and a controller leader are known, SIGSTOP the group's slaves, "
                    "kill_after s later (default 3) kill -9 the master's broker and the controller "
                    "leader; at stop restart the killed processes and resume the slaves once the old "
-                   "master reports itself master again (at most master_wait s, default 120)")
+                   "master reports itself master again (at most master_wait s, default 120); "
+                   "with rekill_after, kill the old master's broker again that many seconds after "
+                   "it is back, resume the slaves and restart it once another broker is elected")
 
-    def __init__(self, kill_after: Duration = 3.0, master_wait: Duration = 120.0) -> None:
+    def __init__(self, kill_after: Duration = 3.0, master_wait: Duration = 120.0,
+                 rekill_after: Duration | None = None) -> None:
         super().__init__()
-        self.kill_after, self.master_wait = kill_after, master_wait
+        self.kill_after, self.master_wait, self.rekill_after = kill_after, master_wait, rekill_after
 
     def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
         kills = {firing.master: {"broker"}}
@@ -316,11 +326,31 @@ class MasterKillSlavesPause(GroupControllerKill):
         pauses = [a for a in handle.actions if a[0].action != "kill"]
         undo_all(ctx, kills)
         group, master = handle.details.get("group"), handle.details.get("master")
-        if pauses and ctx.states is not None and group and master:
-            back = Trigger("old-master-back", "the old master reports itself master again",
-                           lambda prev, cur, name: name == group and master_of(cur, name) == master)
-            ctx.states.wait_for(back, time.monotonic() + self.master_wait)
-        undo_all(ctx, pauses)
+        if not (pauses and ctx.states is not None and group and master):
+            undo_all(ctx, pauses)
+            return
+        self._wait(ctx, "old-master-back", "the old master reports itself master again",
+                   lambda cur: master_of(cur, group) == master, group)
+        if self.rekill_after is None:
+            undo_all(ctx, pauses)
+            return
+        time.sleep(self.rekill_after)
+        again = signal_roles(ctx, f"{self.name}: kill {master} again", {master: {"broker"}}, {},
+                             Firing(group, master, (master,)))
+        try:
+            undo_all(ctx, pauses)
+            self._wait(ctx, "another-master-or-none-electable",
+                       "another broker is master, or the SyncStateSet is the old master alone",
+                       lambda cur: master_of(cur, group) not in (None, master)
+                       or sync_state_set(cur, group) == frozenset({master}), group)
+        finally:
+            undo_all(ctx, again.actions)
+
+    def _wait(self, ctx: FaultContext, name: str, description: str,
+              holds: Callable[[State], bool], group: str) -> None:
+        """Wait (at most master_wait s) for the first sample of `group` where `holds`."""
+        trigger = Trigger(name, description, lambda prev, cur, found: found == group and holds(cur))
+        ctx.states.wait_for(trigger, time.monotonic() + self.master_wait)
 
 
 def signal_roles(ctx: FaultContext, what: str, kills: Mapping[str, set[str]],

@@ -143,9 +143,9 @@ def test_every_historic_bug_names_served_releases_known_anomalies_and_a_recipe_b
 
 def test_a_registry_entry_with_its_releases_reversed_is_refused_naming_the_field(tmp_path):
     from harness.campaign import historic
-    text = historic.REGISTRY.read_text().replace('fixed_version: "5.2.0"', 'fixed_version: "5.1.3"', 1)
+    text = historic.REGISTRY.read_text().replace('fixed_version: "5.2.0"', 'fixed_version: "5.1.1"', 1)
     (tmp_path / "bugs.yaml").write_text(text)
-    with pytest.raises(historic.RegistryError, match=r"bugs\.0: .*not older than fixed_version 5\.1\.3"):
+    with pytest.raises(historic.RegistryError, match=r"bugs\.0: .*not older than fixed_version 5\.1\.1"):
         historic.load(tmp_path / "bugs.yaml")
 
 

@@ -121,6 +121,45 @@ def test_slaves_pause_resumes_the_slaves_only_once_the_restarted_old_master_is_m
         registry.create("master-controller-kill-slaves-pause", master_wait="0")
 
 
+def test_rekill_kills_the_old_master_again_and_restarts_it_only_once_another_is_elected(tmp_path, monkeypatch):
+    from types import SimpleNamespace as Ns
+
+    import faults.triggers as triggers
+    nemesis = registry.create("master-controller-kill-slaves-pause", master_wait="5", rekill_after="0.3")
+    actions = [(Ns(node=node, action=action), None) for node, action in
+               (("n1", "kill"), ("n4", "kill"), ("n2", "pause"), ("n3", "pause"))]
+    feed, calls, began = StateFeed(), [], time.monotonic()
+    feed.push(0, state(master=None, sss=["n1", "n2", "n3"], members={"n1": "down", "n2": "down", "n3": "down"}))
+
+    def signal(ctx, what, kills, pauses, firing):
+        calls.append((round(time.monotonic() - began, 1), "kill", sorted(kills)))
+        return Applied(targets=[], actions=[(Ns(node="n1", action="kill"), None)], details={})
+    monkeypatch.setattr(triggers, "signal_roles", signal)
+    monkeypatch.setattr(triggers, "undo_all", lambda ctx, done: calls.append(
+        (round(time.monotonic() - began, 1), "undo", sorted((a[0].node, a[0].action) for a in done))))
+    back = state(master="n1", sss=["n1", "n2", "n3"], members={"n1": "master", "n2": "down", "n3": "down"})
+    threading.Timer(0.2, feed.push, (1, back)).start()
+    # the old master is killed again at 0.5 s; with the set still [n1, n2, n3] it stays down until n3 is elected
+    gone = state(master=None, sss=["n1", "n2", "n3"], members={"n1": "down", "n2": "slave", "n3": "slave"})
+    threading.Timer(0.7, feed.push, (2, gone)).start()
+    threading.Timer(1.2, feed.push, (3, state(master="n3", sss=["n3"],
+                                              members={"n1": "down", "n2": "slave", "n3": "master"}))).start()
+    nemesis.stop(ctx_for(tmp_path, feed), Applied(targets=[], actions=actions,
+                                                  details={"group": "broker-a", "master": "n1"}))
+    assert [(what, done) for _, what, done in calls] == [
+        ("undo", [("n1", "kill"), ("n4", "kill")]), ("kill", ["n1"]),
+        ("undo", [("n2", "pause"), ("n3", "pause")]), ("undo", [("n1", "kill")])]
+    assert 0.4 <= calls[1][0] < 1.0 and 1.1 <= calls[3][0] < 3.0
+    # a SyncStateSet of the old master alone: nobody else is electable, so it restarts at once
+    calls.clear()
+    feed.push(4, back)
+    threading.Timer(0.5, feed.push, (5, state(master=None, sss=["n1"], members={"n1": "down"}))).start()
+    began = time.monotonic()
+    nemesis.stop(ctx_for(tmp_path, feed), Applied(targets=[], actions=actions,
+                                                  details={"group": "broker-a", "master": "n1"}))
+    assert calls[-1][1:] == ("undo", [("n1", "kill")]) and calls[-1][0] < 1.5
+
+
 def test_slaves_kill_hits_every_live_slave_of_the_group_and_never_the_master(tmp_path):
     from faults.triggers import SlavesKill
     nemesis, ctx = SlavesKill(), ctx_for(tmp_path, None)

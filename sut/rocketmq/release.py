@@ -28,10 +28,17 @@ POM = REPO / "scripts" / "rocketmq" / "pom.xml"
 # The 5.x releases Maven Central serves whole (every module the deployer and the client
 # need: namesrv, broker, controller, client, tools). 5.0.0 predates the standalone
 # controller's current protocol; 5.1.2 was never published.
-SERVED = ("5.1.0", "5.1.1", "5.1.3", "5.1.4", "5.2.0", "5.3.0", "5.3.1", "5.3.2", "5.3.3", "5.4.0", "5.5.0")
-# Published in part only: why each cannot run.
-INCOMPLETE = {"5.5.1": "Maven Central has only its broker and controller modules, no rocketmq-namesrv, "
-                       "rocketmq-client or rocketmq-tools"}
+SERVED = ("5.1.0", "5.1.1", "5.1.4", "5.2.0", "5.3.3", "5.4.0", "5.5.0")
+# Published in part only (checked 2026-11-29 with `mvn -U dependency:copy-dependencies` of
+# scripts/rocketmq/pom.xml): why each cannot run.
+INCOMPLETE = {
+    "5.1.3": "Maven Central has no rocketmq-namesrv or rocketmq-controller of it",
+    "5.3.0": "Maven Central has no rocketmq-namesrv, rocketmq-controller or rocketmq-tools of it",
+    "5.3.1": "Maven Central has no rocketmq-namesrv of it",
+    "5.3.2": "Maven Central has no rocketmq-namesrv, rocketmq-controller or rocketmq-tools of it",
+    "5.5.1": "Maven Central has only its broker and controller modules, no rocketmq-namesrv, "
+             "rocketmq-client or rocketmq-tools",
+}
 
 
 class ReleaseError(Exception):
