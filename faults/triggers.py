@@ -22,7 +22,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 import nuclei
 from faults.apply import Record, apply_all, undo_all
@@ -405,6 +407,117 @@ class MasterSlaveIsolate(TriggeredFault):
         return applied
 
 
+# RocketMQ's default listenPort (clients) and haListenPort (a slave's connection to its master).
+CLIENT_PORT, HA_PORT = 10911, 10912
+TcpPort = Annotated[int, Field(ge=1, le=65535, description="a TCP port in [1, 65535]")]
+
+
+class OldMasterServesAlone(TriggeredFault):
+    """Make a restarted old master the only broker its group's consumers can read from,
+    before it truncates its log to the master elected while it was down.
+
+    Cut one slave (the keeper, a SyncStateSet member first) from the master's HA port and
+    SIGSTOP the others, so the master appends what it cannot confirm: a paused slave would
+    still take the master's stream into its socket buffer and catch up when resumed, a cut
+    one keeps its connection (no shrink) and gets nothing. `kill_after` seconds later kill -9
+    the master's broker and the other slaves': the keeper is elected without the tail. Once
+    it is master, cut the clients from it (TCP to its `client_port`: no consumer reads past the
+    old master's offsets there) and the old master's node from its HA port (`ha_port`), and
+    restart the old master: it follows the keeper but cannot reach it, so it keeps its log.
+    Once the name server routes it as a slave, kill -9 the keeper: the old master is then
+    the group's only broker and its consumers read from it, what it rebuilt at recovery
+    included. At stop the cut is healed and the killed brokers restarted; the keeper is
+    elected again and the old master truncates its tail when it follows (RocketMQ's #6609).
+    Each wait is at most `wait` seconds; a step whose state never comes ends the firing there.
+    """
+
+    name = "old-master-serves-alone"
+    trigger_name = "master-with-slave"
+    description = ("when a master has a slave up, cut one slave (the keeper) from the master's "
+                   "ha_port (default 10912) and SIGSTOP the others; kill_after s later (default 3) "
+                   "kill -9 the master's broker and the other slaves' and wait for the keeper to be "
+                   "master; cut the clients from its client_port (default 10911) and the old "
+                   "master's node from its ha_port (default 10912), restart the old master and, once it "
+                   "is routed as a slave, kill -9 the new "
+                   "master's broker: consumers read from the old master alone; at stop heal the cut "
+                   "and restart the killed brokers (each wait at most wait s, default 120)")
+
+    def __init__(self, kill_after: Duration = 3.0, wait: Duration = 120.0, ha_port: TcpPort = HA_PORT,
+                 client_port: TcpPort = CLIENT_PORT) -> None:
+        super().__init__()
+        self.kill_after, self.wait = kill_after, wait
+        self.ha_port, self.client_port = ha_port, client_port
+
+    def targets(self, state: State, group: str, ctx: FaultContext) -> Firing | None:
+        master, slaves = master_of(state, group), live_slaves(state, group)
+        if master is None or not slaves:
+            return None
+        return Firing(group, master, (master, *slaves), {"keeper": slaves[0], "slaves": slaves})
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        group, old, keeper = firing.group, firing.master, firing.facts["keeper"]
+        brokers = lambda *nodes: {node: {"broker"} for node in nodes}  # noqa: E731
+        held: list[Any] = []
+        steps: dict[str, Any] = {}
+        try:
+            others = [s for s in firing.facts["slaves"] if s != keeper]
+            held += self._cut(ctx, f"cut {keeper} from {old}:{self.ha_port}", {keeper: ([old], self.ha_port, False)})
+            held += signal_roles(ctx, f"{self.name}: pause {others}", {}, brokers(*others), firing).actions
+            time.sleep(self.kill_after)
+            held += signal_roles(ctx, f"{self.name}: kill {old} and {others or 'no other slave'}",
+                                 brokers(old, *others), {}, firing).actions
+            new = self._wait_for(ctx, group, lambda cur: master_of(cur, group) not in (None, old))
+            if new is None:
+                return self._applied(firing, held, steps, "no other broker became master")
+            steps["new_master"] = new_master = master_of(new, group)
+            held += self._cut(ctx, f"cut the clients from {new_master}:{self.client_port} and {old} from "
+                                   f"{new_master}:{self.ha_port}", {
+                old: ([ctx.address(new_master)], self.ha_port, False),
+                new_master: ([nuclei.net.control_address(ctx.pool, new_master)], self.client_port, True)})
+            held = self._undo(ctx, held, lambda a: a.entry.node == old and a.entry.action == "kill")
+            if self._wait_for(ctx, group, lambda cur: (dict(groups(cur)).get(group) or {}).get(
+                    "members", {}).get(old) == "slave") is None:
+                return self._applied(firing, held, steps, f"{old} was never routed as a slave")
+            held += signal_roles(ctx, f"{self.name}: kill {new_master}", brokers(new_master), {}, firing).actions
+        except BaseException:
+            undo_all(ctx, held)
+            raise
+        return self._applied(firing, held, steps, None)
+
+    def _cut(self, ctx: FaultContext, what: str, cuts: dict[str, tuple[list[str], int, bool]]) -> list[Any]:
+        """Port cuts, one per node: (peer addresses or node names, port, inbound)."""
+        def job(node: str):
+            peers, port, inbound = cuts[node]
+            addresses = [ctx.address(p) if p in ctx.names else p for p in peers]
+            return lambda record: record(nuclei.drop(ctx.pool, ctx.journal, node, addresses, port=port,
+                                                     inbound=inbound), None)
+        return apply_all(ctx, f"{self.name}: {what}", {node: job(node) for node in cuts})
+
+    def stop(self, ctx: FaultContext, handle: Applied) -> None:
+        cut = [a for a in handle.actions if a.entry.action == "drop"]
+        undo_all(ctx, cut)  # healed first, so the old master reaches the master elected next
+        undo_all(ctx, [a for a in handle.actions if a.entry.action != "drop"])
+
+    def _applied(self, firing: Firing, held: list[Any], steps: dict[str, Any], stopped: str | None) -> Applied:
+        details = {**_details(firing), **steps, "processes": sorted(
+            f"{a.entry.node}/{a.entry.params.get('name', a.entry.action)}" for a in held)}
+        if stopped:
+            details["stopped_early"] = stopped
+        return Applied(targets=list(firing.nodes), actions=held, details=details)
+
+    @staticmethod
+    def _undo(ctx: FaultContext, held: list[Any], which: Callable[[Any], bool]) -> list[Any]:
+        """Undo the held actions `which` picks now; the rest stay held for stop."""
+        undo_all(ctx, [a for a in held if which(a)])
+        return [a for a in held if not which(a)]
+
+    def _wait_for(self, ctx: FaultContext, group: str, holds: Callable[[State], bool]) -> State | None:
+        """The first sample (within `wait` s) where `holds`, else None."""
+        trigger = Trigger("step", "", lambda prev, cur, found: found == group and holds(cur))
+        found = ctx.states.wait_for(trigger, time.monotonic() + self.wait)
+        return None if found is None else found[1]
+
+
 class SssGrownMasterKill(TriggeredFault):
     """kill -9 the master's broker right after its SyncStateSet gained a member."""
 
@@ -452,7 +565,8 @@ class SssAloneMasterCrash(TriggeredFault):
         return applied
 
 
-TRIGGERED = (MasterControllerKill, GroupControllerKill, MasterKillSlavesPause, MasterSlaveIsolate, SssGrownMasterKill, SlavesKill, SssAloneMasterCrash)
+TRIGGERED = (MasterControllerKill, GroupControllerKill, MasterKillSlavesPause, OldMasterServesAlone, MasterSlaveIsolate,
+             SssGrownMasterKill, SlavesKill, SssAloneMasterCrash)
 for _cls in TRIGGERED:
     register(_cls, origin="builtin")
 

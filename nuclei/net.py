@@ -61,12 +61,20 @@ def tag_of(entry: JournalEntry) -> str:
     return f"chaos-{entry.id}"
 
 
-def drop_rules(peers: Sequence[str], tag: str) -> list[str]:
-    """Rules that cut a node off from the peers in both directions."""
+def drop_rules(peers: Sequence[str], tag: str, port: int | None = None, inbound: bool = False) -> list[str]:
+    """Rules that cut a node off from the peers in both directions; with `port`, only the
+    TCP connections to that port: of the peers (the node's outgoing connections), or with
+    `inbound` of the node itself (the peers' connections to it)."""
+    if port is None:
+        into = out = ""
+    elif inbound:
+        into, out = f" -p tcp --dport {port}", f" -p tcp --sport {port}"
+    else:
+        into, out = f" -p tcp --sport {port}", f" -p tcp --dport {port}"
     rules = []
     for peer in peers:
-        rules.append(f"-A {CHAIN} -s {peer} -m comment --comment {tag} -j DROP")
-        rules.append(f"-A {CHAIN} -d {peer} -m comment --comment {tag} -j DROP")
+        rules.append(f"-A {CHAIN} -s {peer}{into} -m comment --comment {tag} -j DROP")
+        rules.append(f"-A {CHAIN} -d {peer}{out} -m comment --comment {tag} -j DROP")
     return rules
 
 
@@ -85,9 +93,19 @@ def is_peer_address(text: object) -> bool:
     return is_host(text) and ":" not in str(text)  # iptables, not ip6tables
 
 
-def drop(pool: Any, journal: Journal, node: str, peers: Sequence[str]) -> JournalEntry:
-    """Drop all traffic between `node` and `peers` (both directions); journaled first."""
-    return _apply(pool, journal, "drop", node, peers, lambda tag: drop_rules(peers, tag))
+def drop(pool: Any, journal: Journal, node: str, peers: Sequence[str], port: int | None = None,
+         inbound: bool = False) -> JournalEntry:
+    """Drop all traffic between `node` and `peers` (both directions), or with `port` only the
+    TCP connections to that port of the peers (with `inbound`, the peers' connections to that
+    port of the node); journaled first. A port cut may name the control node (not its SSH)."""
+    if port is None:
+        return _apply(pool, journal, "drop", node, peers, lambda tag: drop_rules(peers, tag))
+    ssh = getattr(pool.node(node), "port", 22) if hasattr(pool, "node") else 22
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536 or port == ssh:
+        raise NucleusError(f"node {node}: port must be a TCP port in [1, 65535] other than its SSH port "
+                           f"{ssh}, got {port!r}")
+    return _apply(pool, journal, "drop", node, peers, lambda tag: drop_rules(peers, tag, port, inbound),
+                  port=port, inbound=inbound)
 
 
 def loss(pool: Any, journal: Journal, node: str, peers: Sequence[str], probability: float) -> JournalEntry:
@@ -129,7 +147,7 @@ def chain_rules(pool: Any, node: str) -> list[str]:
 def _apply(pool: Any, journal: Journal, action: str, node: str, peers: Sequence[str],
            make_rules: Any, **params: Any) -> JournalEntry:
     peers = list(dict.fromkeys(peers))
-    _check_peers(pool, node, peers)
+    _check_peers(pool, node, peers, spare_control=bool(params.get("port")))
     entry = journal.record(action, node, peers=peers, **params)
     rules = make_rules(tag_of(entry))
     restore = shlex.quote("\n".join(["*filter", *rules, "COMMIT", ""]))
@@ -151,12 +169,15 @@ def _undo_quietly(pool: Any, journal: Journal, entry: JournalEntry) -> None:
         pass
 
 
-def _check_peers(pool: Any, node: str, peers: Sequence[str]) -> None:
+def _check_peers(pool: Any, node: str, peers: Sequence[str], spare_control: bool = False) -> None:
+    """`spare_control`: the rules cut one TCP port, never the node's SSH, so the control node may be named."""
     if not peers:
         raise NucleusError(f"node {node}: no peers to block")
     for peer in peers:
         if not is_peer_address(peer):
             raise NucleusError(f"node {node}: peer address {peer!r} is not an IPv4 address or host name")
+    if spare_control:
+        return
     control = control_address(pool, node)
     if control in peers:
         raise NucleusError(f"node {node}: refusing to block {control}, the control node's address "

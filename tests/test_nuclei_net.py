@@ -72,6 +72,35 @@ def test_drop_on_one_node_alone_still_cuts_both_directions(cluster, journal) -> 
     assert n2.name not in reach[n1.name] and n1.name not in reach[n2.name]
 
 
+def test_a_port_cut_blocks_only_the_connections_to_that_port_of_the_peer(cluster, journal) -> None:
+    from support.faults import PORT
+    inventory, pool = cluster
+    n1, n2, _ = inventory.nodes
+    nuclei.drop(pool, journal, n1.name, [n2.host], port=PORT)
+    reach = reachability(inventory, pool)
+    assert n2.name not in reach[n1.name], "n1's connections to n2's port are cut"
+    assert n1.name in reach[n2.name], "n2 still opens connections to n1: only n1 -> n2:PORT is cut"
+    assert all("-p tcp" in rule for rule in chain_rules(pool, n1.name))
+    with pytest.raises(nuclei.NucleusError, match="TCP port"):
+        nuclei.drop(pool, journal, n1.name, [n2.host], port=70000)
+    assert nuclei.heal(pool, journal).ok
+    assert n2.name in reachability(inventory, pool)[n1.name]
+
+
+def test_an_inbound_port_cut_may_name_the_control_node_but_never_its_ssh(cluster, journal) -> None:
+    from support.faults import PORT
+    inventory, pool = cluster
+    n1, n2, _ = inventory.nodes
+    control = nuclei.net.control_address(pool, n2.name)
+    nuclei.drop(pool, journal, n2.name, [n1.host, control], port=PORT, inbound=True)
+    reach = reachability(inventory, pool)
+    assert n2.name not in reach[n1.name], "n1's connections to n2's port are cut"
+    assert n1.name in reach[n2.name], "n2's own connections out still work"
+    assert pool.run(n2.name, "true").ok, "SSH from the control node still works"
+    with pytest.raises(nuclei.NucleusError, match="SSH port"):
+        nuclei.drop(pool, journal, n2.name, [control], port=pool.node(n2.name).port, inbound=True)
+
+
 def test_removing_one_action_keeps_the_others_and_foreign_rules(cluster, journal) -> None:
     inventory, pool = cluster
     n1, n2, n3 = inventory.nodes

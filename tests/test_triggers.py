@@ -160,6 +160,57 @@ def test_rekill_kills_the_old_master_again_and_restarts_it_only_once_another_is_
     assert calls[-1][1:] == ("undo", [("n1", "kill")]) and calls[-1][0] < 1.5
 
 
+def test_old_master_serves_alone_makes_it_the_only_broker_before_it_can_truncate(tmp_path, monkeypatch):
+    from types import SimpleNamespace as Ns
+
+    import faults.triggers as triggers
+    nemesis = registry.create("old-master-serves-alone", kill_after="0.1", wait="5", ha_port="10912")
+    firing = nemesis.targets(state(sss=["n1", "n3"]), "broker-a", ctx_for(tmp_path, None))
+    assert firing.nodes == ("n1", "n3", "n2") and firing.facts["keeper"] == "n3"   # a set member is kept
+    steps: list[Any] = []
+
+    def signal(ctx, what, kills, pauses, firing):
+        steps.append(("kill", sorted(kills)) if kills else ("pause", sorted(pauses)))
+        how = "kill" if kills else "pause"
+        return Applied(targets=[], actions=[Ns(entry=Ns(node=n, action=how, params={})) for n in (kills or pauses)])
+    monkeypatch.setattr(triggers, "signal_roles", signal)
+    monkeypatch.setattr(triggers, "undo_all", lambda ctx, done: steps.append(
+        ("undo", sorted((a.entry.node, a.entry.action) for a in done))))
+
+    def cut(ctx, what, jobs):
+        steps.append(("cut", what))
+        return [Ns(entry=Ns(node=node, action="drop", params={"port": 10912})) for node in jobs]
+    monkeypatch.setattr(triggers, "apply_all", cut)
+    monkeypatch.setattr(triggers.nuclei.net, "control_address", lambda pool, node: "10.0.0.100")
+    feed = StateFeed()
+    feed.push(0, state(master=None, members={"n1": "down", "n2": "down", "n3": "slave"}))
+    threading.Timer(0.3, feed.push, (1, state(master="n3", sss=["n3"],
+                                              members={"n1": "down", "n2": "down", "n3": "master"}))).start()
+    threading.Timer(0.6, feed.push, (2, state(master="n3", sss=["n3"],
+                                              members={"n1": "slave", "n2": "down", "n3": "master"}))).start()
+    ctx = ctx_for(tmp_path, feed)
+    ctx.address = lambda node: f"10.0.0.{node[1:]}"
+    fired = nemesis.fire(ctx, firing)
+    assert steps == [("cut", "old-master-serves-alone: cut n3 from n1:10912"), ("pause", ["n2"]),
+                     ("kill", ["n1", "n2"]),
+                     ("cut", "old-master-serves-alone: cut the clients from n3:10911 and n1 from n3:10912"),
+                     ("undo", [("n1", "kill")]), ("kill", ["n3"])]
+    assert fired.details["new_master"] == "n3" and "stopped_early" not in fired.details
+    held = sorted((a.entry.node, a.entry.action) for a in fired.actions)
+    assert held == [("n1", "drop"), ("n2", "kill"), ("n2", "pause"), ("n3", "drop"), ("n3", "drop"), ("n3", "kill")]
+    steps.clear()
+    nemesis.stop(ctx, fired)
+    assert steps == [("undo", [("n1", "drop"), ("n3", "drop"), ("n3", "drop")]),
+                     ("undo", [("n2", "kill"), ("n2", "pause"), ("n3", "kill")])]
+    # no other broker elected in time: the firing ends there, everything held is undone at stop
+    steps.clear()
+    feed.push(3, state(master=None, members={"n1": "down", "n2": "down", "n3": "slave"}))
+    nemesis.wait = 0.3
+    early = nemesis.fire(ctx, firing)
+    assert early.details["stopped_early"] == "no other broker became master"
+    assert [s[0] for s in steps] == ["cut", "pause", "kill"]
+
+
 def test_slaves_kill_hits_every_live_slave_of_the_group_and_never_the_master(tmp_path):
     from faults.triggers import SlavesKill
     nemesis, ctx = SlavesKill(), ctx_for(tmp_path, None)
