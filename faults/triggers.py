@@ -292,8 +292,8 @@ class MasterKillSlavesPause(GroupControllerKill):
     still paused (consumers read from it) and is then killed again; the slaves are resumed
     and its restart waits until another broker is elected, or the controllers' SyncStateSet
     is the old master alone (nobody else is electable), at most `master_wait` s. What it
-    acknowledged and served alone is then lost unless its release kept the slaves in its
-    SyncStateSet (RocketMQ's #6609 recipe)."""
+    appended past its confirm offset is then lost when a slave is elected (RocketMQ 5.1.0
+    elects the restarted old master anew with a set of itself alone: nobody else is)."""
 
     name = "master-controller-kill-slaves-pause"
     description = ("when a master and a controller leader are known, SIGSTOP the group's slaves, "
@@ -331,8 +331,7 @@ class MasterKillSlavesPause(GroupControllerKill):
         if not (pauses and ctx.states is not None and group and master):
             undo_all(ctx, pauses)
             return
-        self._wait(ctx, "old-master-back", "the old master reports itself master again",
-                   lambda cur: master_of(cur, group) == master, group)
+        wait_in_group(ctx, group, lambda cur: master_of(cur, group) == master, self.master_wait)
         if self.rekill_after is None:
             undo_all(ctx, pauses)
             return
@@ -341,18 +340,18 @@ class MasterKillSlavesPause(GroupControllerKill):
                              Firing(group, master, (master,)))
         try:
             undo_all(ctx, pauses)
-            self._wait(ctx, "another-master-or-none-electable",
-                       "another broker is master, or the SyncStateSet is the old master alone",
-                       lambda cur: master_of(cur, group) not in (None, master)
-                       or sync_state_set(cur, group) == frozenset({master}), group)
+            # another broker is master, or nobody else is electable
+            wait_in_group(ctx, group, lambda cur: master_of(cur, group) not in (None, master)
+                          or sync_state_set(cur, group) == frozenset({master}), self.master_wait)
         finally:
             undo_all(ctx, again.actions)
 
-    def _wait(self, ctx: FaultContext, name: str, description: str,
-              holds: Callable[[State], bool], group: str) -> None:
-        """Wait (at most master_wait s) for the first sample of `group` where `holds`."""
-        trigger = Trigger(name, description, lambda prev, cur, found: found == group and holds(cur))
-        ctx.states.wait_for(trigger, time.monotonic() + self.master_wait)
+def wait_in_group(ctx: FaultContext, group: str, holds: Callable[[State], bool], seconds: float) -> State | None:
+    """The first cluster-state sample (within `seconds`) where `holds` for `group`, else None:
+    the steps of a multi-step triggered fault wait on the same feed as its trigger."""
+    step = Trigger("step", "a step of a triggered fault", lambda prev, cur, found: found == group and holds(cur))
+    found = ctx.states.wait_for(step, time.monotonic() + seconds)
+    return None if found is None else found[1]
 
 
 def signal_roles(ctx: FaultContext, what: str, kills: Mapping[str, set[str]],
@@ -461,12 +460,13 @@ class OldMasterServesAlone(TriggeredFault):
         steps: dict[str, Any] = {}
         try:
             others = [s for s in firing.facts["slaves"] if s != keeper]
-            held += self._cut(ctx, f"cut {keeper} from {old}:{self.ha_port}", {keeper: ([old], self.ha_port, False)})
+            held += self._cut(ctx, f"cut {keeper} from {old}:{self.ha_port}",
+                              {keeper: ([ctx.address(old)], self.ha_port, False)})
             held += signal_roles(ctx, f"{self.name}: pause {others}", {}, brokers(*others), firing).actions
             time.sleep(self.kill_after)
             held += signal_roles(ctx, f"{self.name}: kill {old} and {others or 'no other slave'}",
                                  brokers(old, *others), {}, firing).actions
-            new = self._wait_for(ctx, group, lambda cur: master_of(cur, group) not in (None, old))
+            new = wait_in_group(ctx, group, lambda cur: master_of(cur, group) not in (None, old), self.wait)
             if new is None:
                 return self._applied(firing, held, steps, "no other broker became master")
             steps["new_master"] = new_master = master_of(new, group)
@@ -475,8 +475,8 @@ class OldMasterServesAlone(TriggeredFault):
                 old: ([ctx.address(new_master)], self.ha_port, False),
                 new_master: ([nuclei.net.control_address(ctx.pool, new_master)], self.client_port, True)})
             held = self._undo(ctx, held, lambda a: a.entry.node == old and a.entry.action == "kill")
-            if self._wait_for(ctx, group, lambda cur: (dict(groups(cur)).get(group) or {}).get(
-                    "members", {}).get(old) == "slave") is None:
+            if wait_in_group(ctx, group, lambda cur: (dict(groups(cur)).get(group) or {}).get(
+                    "members", {}).get(old) == "slave", self.wait) is None:
                 return self._applied(firing, held, steps, f"{old} was never routed as a slave")
             held += signal_roles(ctx, f"{self.name}: kill {new_master}", brokers(new_master), {}, firing).actions
         except BaseException:
@@ -485,11 +485,10 @@ class OldMasterServesAlone(TriggeredFault):
         return self._applied(firing, held, steps, None)
 
     def _cut(self, ctx: FaultContext, what: str, cuts: dict[str, tuple[list[str], int, bool]]) -> list[Any]:
-        """Port cuts, one per node: (peer addresses or node names, port, inbound)."""
+        """Port cuts, one per node: (peer addresses, port, inbound)."""
         def job(node: str):
             peers, port, inbound = cuts[node]
-            addresses = [ctx.address(p) if p in ctx.names else p for p in peers]
-            return lambda record: record(nuclei.drop(ctx.pool, ctx.journal, node, addresses, port=port,
+            return lambda record: record(nuclei.drop(ctx.pool, ctx.journal, node, peers, port=port,
                                                      inbound=inbound), None)
         return apply_all(ctx, f"{self.name}: {what}", {node: job(node) for node in cuts})
 
@@ -510,12 +509,6 @@ class OldMasterServesAlone(TriggeredFault):
         """Undo the held actions `which` picks now; the rest stay held for stop."""
         undo_all(ctx, [a for a in held if which(a)])
         return [a for a in held if not which(a)]
-
-    def _wait_for(self, ctx: FaultContext, group: str, holds: Callable[[State], bool]) -> State | None:
-        """The first sample (within `wait` s) where `holds`, else None."""
-        trigger = Trigger("step", "", lambda prev, cur, found: found == group and holds(cur))
-        found = ctx.states.wait_for(trigger, time.monotonic() + self.wait)
-        return None if found is None else found[1]
 
 
 class SssGrownMasterKill(TriggeredFault):
