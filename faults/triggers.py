@@ -225,6 +225,11 @@ def _details(firing: Firing) -> dict[str, Any]:
     return {"group": firing.group, "master": firing.master, **firing.facts}
 
 
+def brokers(*nodes: str) -> dict[str, set[str]]:
+    """The broker role on each of `nodes` (for signal_roles)."""
+    return {node: {"broker"} for node in nodes}
+
+
 def kill_roles(ctx: FaultContext, what: str, roles: Mapping[str, set[str]], firing: Firing) -> Applied:
     """kill -9, at one instant, the processes of the given roles on each node (restarted at stop)."""
     return signal_roles(ctx, what, roles, {}, firing)
@@ -406,12 +411,54 @@ class MasterSlaveIsolate(TriggeredFault):
         return applied
 
 
-# RocketMQ's default listenPort (clients) and haListenPort (a slave's connection to its master).
-CLIENT_PORT, HA_PORT = 10911, 10912
+# RocketMQ's default listenPort (clients), haListenPort (a slave's connection to its master) and
+# controller listen port (the brokers' requests to the controllers).
+CLIENT_PORT, HA_PORT, CONTROLLER_PORT = 10911, 10912, 9878
 TcpPort = Annotated[int, Field(ge=1, le=65535, description="a TCP port in [1, 65535]")]
 
 
-class OldMasterServesAlone(TriggeredFault):
+class CutsAndKills(TriggeredFault):
+    """A multi-step triggered fault of TCP port cuts and kills around a master and one of its
+    live slaves (`chosen` names it in the firing's facts; a SyncStateSet member first): the
+    cuts are held until stop, and healed there before the killed processes restart."""
+
+    chosen = "slave"
+
+    def targets(self, state: State, group: str, ctx: FaultContext) -> Firing | None:
+        master, slaves = master_of(state, group), live_slaves(state, group)
+        if master is None or not slaves:
+            return None
+        return Firing(group, master, (master, *slaves), {self.chosen: slaves[0], "slaves": slaves})
+
+    def _cut(self, ctx: FaultContext, what: str, cuts: dict[str, tuple[list[str], dict[str, Any]]]) -> list[Any]:
+        """Port cuts, one per node: (peer addresses, nuclei.drop's port options)."""
+        def job(node: str):
+            peers, how = cuts[node]
+            return lambda record: record(nuclei.drop(ctx.pool, ctx.journal, node, peers, **how), None)
+        return apply_all(ctx, f"{self.name}: {what}", {node: job(node) for node in cuts})
+
+    def stop(self, ctx: FaultContext, handle: Applied) -> None:
+        cut = [a for a in handle.actions if a.entry.action == "drop"]
+        undo_all(ctx, cut)  # healed first, so the old master reaches the master elected next
+        undo_all(ctx, [a for a in handle.actions if a.entry.action != "drop"])
+
+    def _applied(self, firing: Firing, held: list[Any], steps: dict[str, Any], stopped: str | None) -> Applied:
+        details = {**_details(firing), **steps, "processes": sorted(
+            f"{a.entry.node}/{a.entry.params.get('name', a.entry.action)}" for a in held)}
+        if stopped:
+            details["stopped_early"] = stopped
+        return Applied(targets=list(firing.nodes), actions=held, details=details)
+
+    @staticmethod
+    def _undo(ctx: FaultContext, held: list[Any], which: Callable[[Any], bool]) -> list[Any]:
+        """Undo the held actions `which` picks now; the rest stay held for stop."""
+        undo_all(ctx, [a for a in held if which(a)])
+        return [a for a in held if not which(a)]
+
+
+
+
+class OldMasterServesAlone(CutsAndKills):
     """Make a restarted old master the only broker its group's consumers can read from,
     before it truncates its log to the master elected while it was down.
 
@@ -432,6 +479,7 @@ class OldMasterServesAlone(TriggeredFault):
 
     name = "old-master-serves-alone"
     trigger_name = "master-with-slave"
+    chosen = "keeper"
     description = ("when a master has a slave up, cut one slave (the keeper) from the master's "
                    "ha_port (default 10912) and SIGSTOP the others; kill_after s later (default 3) "
                    "kill -9 the master's broker and the other slaves' and wait for the keeper to be "
@@ -447,21 +495,14 @@ class OldMasterServesAlone(TriggeredFault):
         self.kill_after, self.wait = kill_after, wait
         self.ha_port, self.client_port = ha_port, client_port
 
-    def targets(self, state: State, group: str, ctx: FaultContext) -> Firing | None:
-        master, slaves = master_of(state, group), live_slaves(state, group)
-        if master is None or not slaves:
-            return None
-        return Firing(group, master, (master, *slaves), {"keeper": slaves[0], "slaves": slaves})
-
     def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
         group, old, keeper = firing.group, firing.master, firing.facts["keeper"]
-        brokers = lambda *nodes: {node: {"broker"} for node in nodes}  # noqa: E731
         held: list[Any] = []
         steps: dict[str, Any] = {}
         try:
             others = [s for s in firing.facts["slaves"] if s != keeper]
             held += self._cut(ctx, f"cut {keeper} from {old}:{self.ha_port}",
-                              {keeper: ([ctx.address(old)], self.ha_port, False)})
+                              {keeper: ([ctx.address(old)], {"port": self.ha_port})})
             held += signal_roles(ctx, f"{self.name}: pause {others}", {}, brokers(*others), firing).actions
             time.sleep(self.kill_after)
             held += signal_roles(ctx, f"{self.name}: kill {old} and {others or 'no other slave'}",
@@ -472,8 +513,9 @@ class OldMasterServesAlone(TriggeredFault):
             steps["new_master"] = new_master = master_of(new, group)
             held += self._cut(ctx, f"cut the clients from {new_master}:{self.client_port} and {old} from "
                                    f"{new_master}:{self.ha_port}", {
-                old: ([ctx.address(new_master)], self.ha_port, False),
-                new_master: ([nuclei.net.control_address(ctx.pool, new_master)], self.client_port, True)})
+                old: ([ctx.address(new_master)], {"port": self.ha_port}),
+                new_master: ([nuclei.net.control_address(ctx.pool, new_master)],
+                             {"port": self.client_port, "inbound": True})})
             held = self._undo(ctx, held, lambda a: a.entry.node == old and a.entry.action == "kill")
             if wait_in_group(ctx, group, lambda cur: (dict(groups(cur)).get(group) or {}).get(
                     "members", {}).get(old) == "slave", self.wait) is None:
@@ -484,31 +526,91 @@ class OldMasterServesAlone(TriggeredFault):
             raise
         return self._applied(firing, held, steps, None)
 
-    def _cut(self, ctx: FaultContext, what: str, cuts: dict[str, tuple[list[str], int, bool]]) -> list[Any]:
-        """Port cuts, one per node: (peer addresses, port, inbound)."""
-        def job(node: str):
-            peers, port, inbound = cuts[node]
-            return lambda record: record(nuclei.drop(ctx.pool, ctx.journal, node, peers, port=port,
-                                                     inbound=inbound), None)
-        return apply_all(ctx, f"{self.name}: {what}", {node: job(node) for node in cuts})
+class SssGrowthUnheard(CutsAndKills):
+    """Lose the master with a slave the controllers have just added to its SyncStateSet while
+    the master, not having heard their answer, still acknowledges without that slave.
 
-    def stop(self, ctx: FaultContext, handle: Applied) -> None:
-        cut = [a for a in handle.actions if a.entry.action == "drop"]
-        undo_all(ctx, cut)  # healed first, so the old master reaches the master elected next
-        undo_all(ctx, [a for a in handle.actions if a.entry.action != "drop"])
+    kill -9 the other slaves' brokers and cut one slave (the lagger) from the master's HA port
+    until the controllers' SyncStateSet is the master alone. Heal the cut and, the moment the
+    lagger's HA connection is back (before its handshake ends), drop the controllers' answers
+    at the master's node (segments with data from their `controller_port`: the master's
+    requests and heartbeats still arrive). The lagger catches up, the master reports the grown
+    set, the controllers apply it, and their answer never arrives. Once the controllers' set
+    holds the lagger, cut it again and `lag` seconds later kill -9 the master's broker: the
+    lagger is the only electable member and lacks what the master acknowledged in those
+    seconds, unless the master counted the set it reported (RocketMQ's #5663).
 
-    def _applied(self, firing: Firing, held: list[Any], steps: dict[str, Any], stopped: str | None) -> Applied:
-        details = {**_details(firing), **steps, "processes": sorted(
-            f"{a.entry.node}/{a.entry.params.get('name', a.entry.action)}" for a in held)}
-        if stopped:
-            details["stopped_early"] = stopped
-        return Applied(targets=list(firing.nodes), actions=held, details=details)
+    The master's RPCs to the controllers time out while their answers are dropped (3 s) and
+    RocketMQ then closes the connection, which the controllers take for the master leaving:
+    that too elects the lagger once it is in the set, and nobody useful before it, so the
+    answers are dropped only from the lagger's reconnection on (a cut slave retries every
+    5 s). At stop the cuts are healed and the killed brokers restarted. Each wait is at most
+    `wait` seconds; a state that never comes ends the firing there.
+    """
+
+    name = "sss-growth-unheard"
+    trigger_name = "master-with-slave"
+    chosen = "lagger"
+    description = ("when a master has a slave up, kill -9 its other slaves' brokers and cut one slave (the "
+                   "lagger) from the master's ha_port (default 10912) until the controllers' SyncStateSet "
+                   "is the master alone; heal the cut and, once the lagger has reconnected, drop the "
+                   "controllers' answers at the master's node (data from their controller_port, default "
+                   "9878; its requests still arrive); once the controllers add the lagger back, cut it "
+                   "again and lag s later (default 3) kill -9 the master's broker; at stop heal the cuts "
+                   "and restart the killed brokers (each wait at most wait s, default 60)")
+
+    def __init__(self, lag: Duration = 3.0, wait: Duration = 60.0, ha_port: TcpPort = HA_PORT,
+                 controller_port: TcpPort = CONTROLLER_PORT) -> None:
+        super().__init__()
+        self.lag, self.wait = lag, wait
+        self.ha_port, self.controller_port = ha_port, controller_port
+
+    def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
+        group, master, lagger = firing.group, firing.master, firing.facts["lagger"]
+        others = [s for s in firing.facts["slaves"] if s != lagger]
+        alone = lambda cur: master_of(cur, group) == master and sync_state_set(cur, group) == {master}  # noqa: E731
+        added = lambda cur: master_of(cur, group) == master and lagger in (sync_state_set(cur, group) or ())  # noqa: E731
+        lag_cut = (f"cut {lagger} from {master}:{self.ha_port}", {lagger: ([ctx.address(master)], {"port": self.ha_port})})
+        held: list[Any] = []
+        steps: dict[str, Any] = {}
+        try:
+            if others:
+                held += signal_roles(ctx, f"{self.name}: kill {others}", brokers(*others), {}, firing).actions
+            held += self._cut(ctx, *lag_cut)
+            if wait_in_group(ctx, group, alone, self.wait) is None:
+                return self._applied(firing, held, steps, f"the SyncStateSet never shrank to {master} alone")
+            before = nuclei.net.connections(ctx.pool, master, self.ha_port)
+            held = self._undo(ctx, held, lambda a: a.entry.node == lagger and a.entry.action == "drop")
+            if not self._reconnected(ctx, master, ctx.address(lagger), before):
+                return self._applied(firing, held, steps, f"{lagger} never reconnected to {master}:{self.ha_port}")
+            held += self._cut(ctx, f"drop the controllers' answers to {master}", {
+                master: (self._controllers(ctx), {"port": self.controller_port, "answers": True})})
+            if wait_in_group(ctx, group, added, self.wait) is None:
+                return self._applied(firing, held, steps, f"the controllers never added {lagger} back")
+            held += self._cut(ctx, *lag_cut)
+            time.sleep(self.lag)
+            held += signal_roles(ctx, f"{self.name}: kill {master}", brokers(master), {}, firing).actions
+            new = wait_in_group(ctx, group, lambda cur: master_of(cur, group) not in (None, master), self.wait)
+            steps["new_master"] = master_of(new, group) if new is not None else None
+        except BaseException:
+            undo_all(ctx, held)
+            raise
+        return self._applied(firing, held, steps, None)
+
+    def _reconnected(self, ctx: FaultContext, master: str, address: str, before: set[tuple[str, int]]) -> bool:
+        """Whether `address` opens a new connection to the master's HA port within `wait` s."""
+        deadline = time.monotonic() + self.wait
+        while time.monotonic() < deadline:
+            if any(peer == address for peer, _ in nuclei.net.connections(ctx.pool, master, self.ha_port) - before):
+                return True
+            time.sleep(0.05)
+        return False
 
     @staticmethod
-    def _undo(ctx: FaultContext, held: list[Any], which: Callable[[Any], bool]) -> list[Any]:
-        """Undo the held actions `which` picks now; the rest stay held for stop."""
-        undo_all(ctx, [a for a in held if which(a)])
-        return [a for a in held if not which(a)]
+    def _controllers(ctx: FaultContext) -> list[str]:
+        """The addresses of the nodes running a controller (every node when none is known)."""
+        nodes = [n for n in ctx.names if any(getattr(p, "role", "") == "controller" for p in ctx.processes(n))]
+        return [ctx.address(n) for n in nodes or ctx.names]
 
 
 class SssGrownMasterKill(TriggeredFault):
@@ -558,7 +660,8 @@ class SssAloneMasterCrash(TriggeredFault):
         return applied
 
 
-TRIGGERED = (MasterControllerKill, GroupControllerKill, MasterKillSlavesPause, OldMasterServesAlone, MasterSlaveIsolate,
+TRIGGERED = (MasterControllerKill, GroupControllerKill, MasterKillSlavesPause, OldMasterServesAlone, SssGrowthUnheard,
+             MasterSlaveIsolate,
              SssGrownMasterKill, SlavesKill, SssAloneMasterCrash)
 for _cls in TRIGGERED:
     register(_cls, origin="builtin")

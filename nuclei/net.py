@@ -61,6 +61,25 @@ def tag_of(entry: JournalEntry) -> str:
     return f"chaos-{entry.id}"
 
 
+# An IPv4 TCP segment without data is at most 20 + 60 bytes (the largest IP and TCP
+# headers); a longer one, or one with PSH (set on the last segment of every write),
+# carries data.
+ACK_MAX_BYTES = 80
+
+
+def answer_rules(peers: Sequence[str], tag: str, port: int, own: str) -> list[str]:
+    """Rules that drop, at a node (`own` its address), the segments carrying data from the
+    peers' `port`: the answers on its connections to them. Its requests and every bare
+    acknowledgement flow, so the peers receive and act on what it sends, and nothing
+    they answer arrives (`-d own`: the peers' answers to other nodes are untouched)."""
+    match = f"-d {own} -p tcp --sport {port}"
+    rules = []
+    for peer in peers:
+        for data in ("--tcp-flags PSH PSH", f"-m length --length {ACK_MAX_BYTES + 1}:65535"):
+            rules.append(f"-A {CHAIN} -s {peer} {match} {data} -m comment --comment {tag} -j DROP")
+    return rules
+
+
 def drop_rules(peers: Sequence[str], tag: str, port: int | None = None, inbound: bool = False) -> list[str]:
     """Rules that cut a node off from the peers in both directions; with `port`, only the
     TCP connections to that port: of the peers (the node's outgoing connections), or with
@@ -94,16 +113,27 @@ def is_peer_address(text: object) -> bool:
 
 
 def drop(pool: Any, journal: Journal, node: str, peers: Sequence[str], port: int | None = None,
-         inbound: bool = False) -> JournalEntry:
+         inbound: bool = False, answers: bool = False) -> JournalEntry:
     """Drop all traffic between `node` and `peers` (both directions), or with `port` only the
     TCP connections to that port of the peers (with `inbound`, the peers' connections to that
-    port of the node); journaled first. A port cut may name the control node (not its SSH)."""
+    port of the node; with `answers`, only what the peers send back on the node's connections
+    to their port: its requests arrive, their answers never do); journaled first. A port cut
+    may name the control node (not its SSH)."""
     if port is None:
+        if answers or inbound:
+            raise NucleusError(f"node {node}: a cut of {'answers' if answers else 'inbound connections'} "
+                               f"needs a port")
         return _apply(pool, journal, "drop", node, peers, lambda tag: drop_rules(peers, tag))
     ssh = getattr(pool.node(node), "port", 22) if hasattr(pool, "node") else 22
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536 or port == ssh:
         raise NucleusError(f"node {node}: port must be a TCP port in [1, 65535] other than its SSH port "
                            f"{ssh}, got {port!r}")
+    if answers:
+        if inbound:
+            raise NucleusError(f"node {node}: answers are dropped on the node's own connections, not inbound ones")
+        own = pool.node(node).host
+        return _apply(pool, journal, "drop", node, peers, lambda tag: answer_rules(peers, tag, port, own),
+                      port=port, answers=True)
     return _apply(pool, journal, "drop", node, peers, lambda tag: drop_rules(peers, tag, port, inbound),
                   port=port, inbound=inbound)
 
@@ -143,6 +173,22 @@ def chain_rules(pool: Any, node: str) -> list[str]:
     result = sh(pool, node, f"iptables -w -S {CHAIN} 2>/dev/null")
     return [line for line in result.stdout.splitlines() if line.startswith("-A ")]
 
+
+def connections(pool: Any, node: str, port: int) -> set[tuple[str, int]]:
+    """The peers (address, port) with an established TCP connection to the node's own `port`
+    right now: a fault waits on it for a peer to (re)connect before its next step."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise NucleusError(f"node {node}: port must be a TCP port in [1, 65535], got {port!r}")
+    result = sh(pool, node, f"ss -tnH state established '( sport = :{port} )'")
+    if result.exited != 0:
+        raise NucleusError(f"node {node}: cannot list the connections to port {port}: "
+                           f"{(result.stderr or result.stdout).strip()[:200]}")
+    peers = set()
+    for line in result.stdout.splitlines():
+        address, _, peer_port = line.split()[-1].rpartition(":")
+        if peer_port.isdigit():
+            peers.add((address.strip("[]").removeprefix("::ffff:"), int(peer_port)))
+    return peers
 
 def _apply(pool: Any, journal: Journal, action: str, node: str, peers: Sequence[str],
            make_rules: Any, **params: Any) -> JournalEntry:

@@ -1,6 +1,8 @@
 """iptables nuclei on a real namespace cluster, verified by connections and counters inside the nodes."""
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 import nuclei
@@ -100,6 +102,65 @@ def test_an_inbound_port_cut_may_name_the_control_node_but_never_its_ssh(cluster
     with pytest.raises(nuclei.NucleusError, match="SSH port"):
         nuclei.drop(pool, journal, n2.name, [control], port=pool.node(n2.name).port, inbound=True)
 
+
+# Answers each line it reads with a short ("ok") then a long (300 bytes) answer, and logs
+# every line it received with the caller's address.
+ANSWERER = ("import socket, sys, threading\n"
+            "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            "s.bind((sys.argv[1], 7300)); s.listen(16)\n"
+            "def serve(c, peer):\n"
+            "    for i, line in enumerate(c.makefile('rb')):\n"
+            "        open(sys.argv[2], 'a').write(peer + ' ' + line.decode())\n"
+            "        c.sendall(b'ok\\n' if i == 0 else b'x' * 299 + b'\\n')\n"
+            "while True:\n"
+            "    c, a = s.accept(); threading.Thread(target=serve, args=(c, a[0]), daemon=True).start()\n")
+# Sends two requests on one connection; prints which got an answer within 2 s.
+ASKER = ("import json, socket, sys\n"
+         "c = socket.create_connection((sys.argv[1], 7300), timeout=2); got = []\n"
+         "for req in (b'one\\n', b'two\\n'):\n"
+         "    c.sendall(req)\n"
+         "    try: got.append(len(c.recv(1000)) > 0)\n"
+         "    except socket.timeout: got.append(False)\n"
+         "print(json.dumps(got))\n")
+
+
+def test_an_answer_cut_delivers_the_requests_and_drops_only_the_answers(cluster, journal) -> None:
+    import json
+    inventory, pool = cluster
+    n1, n2, n3 = inventory.nodes
+    logs = {n.name: f"{n.workdir}/answers.log" for n in (n1, n2)}
+    for node in (n1, n2):
+        pool.run(node.name, f"rm -f {logs[node.name]}")
+        pool.start_detached(node.name, ["python3", "-c", ANSWERER, node.host, logs[node.name]],
+                            f"{node.workdir}/answerer.pid", f"{node.workdir}/answerer.log")
+    try:
+        ask = lambda src, dst: json.loads(pool.run(  # noqa: E731
+            src.name, ["python3", "-c", ASKER, dst.host], timeout=30, check=False).stdout or "null")
+        wait = "for i in $(seq 50); do ss -ltn | grep -q :7300 && break; sleep 0.1; done"
+        for node in (n1, n2):
+            pool.run(node.name, wait)
+        hold = "import socket, sys, time; c = socket.create_connection((sys.argv[1], 7300)); time.sleep(3)"
+        pool.run(n1.name, f"nohup timeout 10 python3 -c {shlex.quote(hold)} {n2.host} >/dev/null 2>&1 &")
+        held = set()
+        for _ in range(50):
+            held = nuclei.net.connections(pool, n2.name, 7300)
+            if held:
+                break
+        assert {peer for peer, _ in held} == {n1.host}, "n1's open connection to n2:7300 is seen at n2"
+        # n1's answers from n2:7300 and from its own node's 7300 are cut (a controller beside the broker)
+        nuclei.drop(pool, journal, n1.name, [n2.host, n1.host], port=7300, answers=True)
+        assert ask(n1, n2) == [False, False], "neither the short nor the long answer arrives"
+        assert ask(n1, n1) == [False, False], "answers on the node's own loopback path are cut too"
+        assert ask(n3, n1) == [True, True], "n1's own answers to other nodes still leave"
+        received = pool.run(n2.name, f"cat {logs[n2.name]}").stdout.split()
+        assert received == [n1.host, "one", n1.host, "two"], "both requests arrived: acknowledgements flow"
+        with pytest.raises(nuclei.NucleusError, match="needs a port"):
+            nuclei.drop(pool, journal, n1.name, [n2.host], answers=True)
+        assert nuclei.heal(pool, journal).ok
+        assert ask(n1, n2) == [True, True]
+    finally:
+        for node in (n1, n2):
+            pool.run(node.name, f"kill -9 $(cat {node.workdir}/answerer.pid) 2>/dev/null", check=False)
 
 def test_removing_one_action_keeps_the_others_and_foreign_rules(cluster, journal) -> None:
     inventory, pool = cluster

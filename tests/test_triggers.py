@@ -211,6 +211,58 @@ def test_old_master_serves_alone_makes_it_the_only_broker_before_it_can_truncate
     assert [s[0] for s in steps] == ["cut", "pause", "kill"]
 
 
+def test_sss_growth_unheard_loses_the_master_once_the_controllers_added_the_lagging_slave(tmp_path, monkeypatch):
+    from types import SimpleNamespace as Ns
+
+    import faults.triggers as triggers
+    nemesis = registry.create("sss-growth-unheard", lag="0.1", wait="5", controller_port="9878")
+    firing = nemesis.targets(state(sss=["n1", "n3", "n2"]), "broker-a", ctx_for(tmp_path, None))
+    assert firing.facts["lagger"] == "n2" and firing.nodes == ("n1", "n2", "n3")
+    steps: list[Any] = []
+
+    def signal(ctx, what, kills, pauses, firing):
+        steps.append(("kill", sorted(kills)))
+        return Applied(targets=[], actions=[Ns(entry=Ns(node=n, action="kill", params={})) for n in kills])
+    monkeypatch.setattr(triggers, "signal_roles", signal)
+    monkeypatch.setattr(triggers, "undo_all", lambda ctx, done: steps.append(
+        ("undo", sorted((a.entry.node, a.entry.action) for a in done))))
+    cuts: dict[str, Any] = {}
+
+    def cut(ctx, what, jobs):
+        steps.append(("cut", what))
+        cuts.update(jobs)
+        return [Ns(entry=Ns(node=node, action="drop", params={})) for node in jobs]
+    monkeypatch.setattr(triggers.CutsAndKills, "_cut", lambda self, ctx, what, jobs: cut(ctx, what, jobs))
+    listed = iter([set(), set(), {("10.0.0.2", 40001)}])   # before the heal, then the lagger back
+    monkeypatch.setattr(triggers.nuclei.net, "connections", lambda pool, node, port: next(listed, set()))
+    monkeypatch.setattr(triggers.time, "sleep", lambda s: None)
+    feed = StateFeed()
+    feed.push(0, state(sss=["n1", "n2"]))
+    for at, sample in ((0.2, state(sss=["n1"])), (0.4, state(sss=["n1", "n2"])),
+                       (0.6, state(master="n2", sss=["n2"], members={"n1": "down", "n2": "master", "n3": "down"}))):
+        threading.Timer(at, feed.push, (1, sample)).start()
+    ctx = ctx_for(tmp_path, feed)
+    ctx.address = lambda node: f"10.0.0.{node[1:]}"
+    ctx.nodes = [Ns(name=n, host=f"10.0.0.{n[1:]}") for n in ("n1", "n2", "n3", "n4")]
+    ctx.processes = lambda node: [Ns(role="controller")] if node != "n1" else [Ns(role="broker")]
+    fired = nemesis.fire(ctx, firing)
+    assert steps == [("kill", ["n3"]), ("cut", "cut n2 from n1:10912"), ("undo", [("n2", "drop")]),
+                     ("cut", "drop the controllers' answers to n1"), ("cut", "cut n2 from n1:10912"),
+                     ("kill", ["n1"])]
+    assert cuts["n1"] == (["10.0.0.2", "10.0.0.3", "10.0.0.4"], {"port": 9878, "answers": True})
+    assert cuts["n2"] == (["10.0.0.1"], {"port": 10912})
+    assert fired.details["new_master"] == "n2" and "stopped_early" not in fired.details
+    held = sorted((a.entry.node, a.entry.action) for a in fired.actions)
+    assert held == [("n1", "drop"), ("n1", "kill"), ("n2", "drop"), ("n3", "kill")]
+    steps.clear()
+    nemesis.stop(ctx, fired)
+    assert steps == [("undo", [("n1", "drop"), ("n2", "drop")]), ("undo", [("n1", "kill"), ("n3", "kill")])]
+    # a set that never shrinks to the master alone: the firing ends there, the rest is undone at stop
+    steps.clear()
+    nemesis.wait = 0.3
+    early = nemesis.fire(ctx, nemesis.targets(state(sss=["n1", "n2"]), "broker-a", ctx))
+    assert early.details["stopped_early"] == "the SyncStateSet never shrank to n1 alone"
+
 def test_slaves_kill_hits_every_live_slave_of_the_group_and_never_the_master(tmp_path):
     from faults.triggers import SlavesKill
     nemesis, ctx = SlavesKill(), ctx_for(tmp_path, None)
