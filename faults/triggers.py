@@ -272,7 +272,7 @@ class GroupControllerKill(MasterControllerKill):
                       {**firing.facts, "slaves": slaves})
 
     def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
-        roles = {node: {"broker"} for node in (firing.master, *firing.facts["slaves"])}
+        roles = brokers(firing.master, *firing.facts["slaves"])
         roles.setdefault(firing.facts["controller_leader"], set()).add("controller")
         return kill_roles(ctx, f"{self.name} on {', '.join(firing.nodes)}", roles, firing)
 
@@ -314,9 +314,9 @@ class MasterKillSlavesPause(GroupControllerKill):
         self.kill_after, self.master_wait, self.rekill_after = kill_after, master_wait, rekill_after
 
     def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
-        kills = {firing.master: {"broker"}}
+        kills = brokers(firing.master)
         kills.setdefault(firing.facts["controller_leader"], set()).add("controller")
-        pauses = {node: {"broker"} for node in firing.facts["slaves"]}
+        pauses = brokers(*firing.facts["slaves"])
         paused = signal_roles(ctx, f"{self.name}: pause {', '.join(pauses)}", {}, pauses, firing)
         try:
             time.sleep(self.kill_after)
@@ -439,7 +439,7 @@ class CutsAndKills(TriggeredFault):
 
     def stop(self, ctx: FaultContext, handle: Applied) -> None:
         cut = [a for a in handle.actions if a.entry.action == "drop"]
-        undo_all(ctx, cut)  # healed first, so the old master reaches the master elected next
+        undo_all(ctx, cut)  # healed first, so restarted brokers reach the master elected meanwhile
         undo_all(ctx, [a for a in handle.actions if a.entry.action != "drop"])
 
     def _applied(self, firing: Firing, held: list[Any], steps: dict[str, Any], stopped: str | None) -> Applied:
@@ -454,8 +454,6 @@ class CutsAndKills(TriggeredFault):
         """Undo the held actions `which` picks now; the rest stay held for stop."""
         undo_all(ctx, [a for a in held if which(a)])
         return [a for a in held if not which(a)]
-
-
 
 
 class OldMasterServesAlone(CutsAndKills):
@@ -641,7 +639,7 @@ class SlavesKill(TriggeredFault):
 
     def fire(self, ctx: FaultContext, firing: Firing) -> Applied:
         return kill_roles(ctx, f"{self.name} on {', '.join(firing.nodes)}",
-                          {node: {"broker"} for node in firing.nodes}, firing)
+                          brokers(*firing.nodes), firing)
 
 
 class SssAloneMasterCrash(TriggeredFault):
